@@ -1,0 +1,1 @@
+"""The cascader core: stripes, plans and proposals, runnable without TVM."""

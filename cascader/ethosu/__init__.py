@@ -1,0 +1,1 @@
+"""Ethos-U device model: block configs, memory regions, Part cost and the Vela bridge."""

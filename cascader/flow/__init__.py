@@ -1,0 +1,1 @@
+"""The TVM lowering flow: TFLite -> Relax -> Ethos-U functions -> TIR -> command stream."""

@@ -1,0 +1,1 @@
+"""dse: design-space exploration of Ethos-U SRAM size and cascader options."""

@@ -1,0 +1,1 @@
+"""One module per dse subcommand; each exposes run(args) -> exit code."""
