@@ -27,7 +27,9 @@ def parse_size(text: str) -> int:
     match = _SIZE.match(str(text))
     unit = match.group(2).lower() if match else None
     if match is None or unit not in _UNITS:
-        raise BadInput(f"bad size {text!r}: give bytes or a KiB/MiB size, e.g. 262144, 256KiB, 0.25MiB")
+        raise BadInput(
+            f"bad size {text!r}: give bytes or a KiB/MiB size, e.g. 262144, 256KiB, 0.25MiB"
+        )
     value = float(match.group(1)) * _UNITS[unit]
     if value != int(value):
         raise BadInput(f"bad size {text!r}: it is not a whole number of bytes ({value:g})")

@@ -1,0 +1,7 @@
+"""`python -m dse` runs the same CLI as the `dse` script."""
+
+import sys
+
+from dse.cli import main
+
+sys.exit(main())

@@ -1,0 +1,228 @@
+"""The `dse` command line: one argparse tree, subcommands dispatched to dse.commands.<name>."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from collections.abc import Sequence
+
+from dse.errors import EXIT_BAD_INPUT, DseError
+from dse.sizes import parse_size
+
+DEFAULT_ACCELERATOR = "ethos-u55-256"
+DEFAULT_SYSTEM_CONFIG = "Ethos_U55_High_End_Embedded"
+DEFAULT_MEMORY_MODE = "Shared_Sram"
+
+
+class _Parser(argparse.ArgumentParser):
+    """Prints usage errors as one line (no usage dump) and exits 2, like every other bad input."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except DseError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+def _add_json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def _add_device_options(p: argparse.ArgumentParser, vela_ini_flag: str) -> None:
+    g = p.add_argument_group("device (names as in Vela)")
+    g.add_argument(
+        "--accelerator-config",
+        default=DEFAULT_ACCELERATOR,
+        metavar="NAME",
+        help=f"Ethos-U variant, e.g. ethos-u55-128, ethos-u65-256 (default {DEFAULT_ACCELERATOR})",
+    )
+    g.add_argument(
+        "--system-config",
+        default=None,
+        metavar="NAME",
+        help=f"vela.ini system config (default {DEFAULT_SYSTEM_CONFIG}, "
+        "Ethos_U65_High_End for U65)",
+    )
+    g.add_argument(
+        "--memory-mode",
+        default=None,
+        metavar="NAME",
+        help=f"vela.ini memory mode (default {DEFAULT_MEMORY_MODE}, Dedicated_Sram for U65)",
+    )
+    g.add_argument(
+        vela_ini_flag,
+        dest="vela_config",
+        default=None,
+        metavar="VELA_INI",
+        help="a vela.ini with more system configs / memory modes (default: the one Vela ships)",
+    )
+
+
+def _add_cascader_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("cascader options")
+    g.add_argument(
+        "--no-cascade", action="store_true", help="disable the cascader (copy-constants scheduler)"
+    )
+    g.add_argument("--no-striping", action="store_true", help="cascade without striping")
+    g.add_argument(
+        "--multi-dimensional-striping",
+        action="store_true",
+        help="stripe along more than one axis at a time",
+    )
+    g.add_argument("--stripe-factors", type=_positive_int, default=None, metavar="N")
+    g.add_argument("--max-plan-size", type=_positive_int, default=None, metavar="N")
+    g.add_argument("--max-proposals", type=_positive_int, default=None, metavar="N")
+    g.add_argument("--always-copy-size", type=_non_negative_int, default=None, metavar="BYTES")
+
+
+def _add_point_options(p: argparse.ArgumentParser, vela_ini_flag: str = "--config") -> None:
+    _add_device_options(p, vela_ini_flag)
+    _add_cascader_options(p)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="dse",
+        description="Design-space exploration of SRAM size and cascader options for Arm "
+        "Ethos-U NPUs, scored with Vela's performance model.",
+    )
+    parser.add_argument("--version", action="store_true", help="print versions and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("sweep", help="explore SRAM sizes and cascader options; show the front")
+    p.add_argument("--model", required=True, metavar="M.tflite", help="int8 TFLite model")
+    _add_device_options(p, "--config")
+    p.add_argument("--sram-min", type=_size, default=parse_size("32KiB"), metavar="SIZE")
+    p.add_argument("--sram-max", type=_size, default=parse_size("4MiB"), metavar="SIZE")
+    p.add_argument("--trials", type=_positive_int, default=50, metavar="N")
+    p.add_argument("--jobs", type=_positive_int, default=1, metavar="N", help="processes")
+    p.add_argument("--storage", default=None, metavar="URL", help="Optuna storage URL")
+    p.add_argument("--study", default=None, metavar="NAME")
+    p.add_argument("--sampler", choices=("default", "nsga2", "tpe", "grid"), default="default")
+    p.add_argument("--objectives", default="cycles,sram", metavar="LIST")
+    p.add_argument("--baseline", choices=("vela",), default=None)
+    p.add_argument("--out", default="dse-out", metavar="DIR")
+    _add_json(p)
+
+    p = sub.add_parser("worker", help="join a shared study and run trials")
+    p.add_argument("--storage", required=True, metavar="URL")
+    p.add_argument("--study", required=True, metavar="NAME")
+    p.add_argument("--trials", type=_positive_int, default=None, metavar="N")
+
+    p = sub.add_parser("report", help="HTML report, plots and Markdown summary of a study")
+    p.add_argument("--storage", required=True, metavar="URL")
+    p.add_argument("--study", required=True, metavar="NAME")
+    p.add_argument("--out", default="dse-out/report", metavar="DIR")
+
+    p = sub.add_parser("export", help="write the chosen point as a versioned config JSON")
+    p.add_argument("--storage", required=True, metavar="URL")
+    p.add_argument("--study", required=True, metavar="NAME")
+    pick = p.add_mutually_exclusive_group(required=True)
+    pick.add_argument("--trial", type=_non_negative_int, metavar="N")
+    pick.add_argument("--max-sram", type=_size, metavar="SIZE", help="fastest point that fits")
+    pick.add_argument("--max-cycles", type=_positive_int, metavar="N", help="least SRAM meeting N")
+    p.add_argument("-o", "--output", required=True, metavar="cfg.json")
+
+    p = sub.add_parser("compile", help="rebuild a schedule and write the NPU command stream")
+    p.add_argument("--model", required=True, metavar="M.tflite")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--config", dest="config", metavar="cfg.json", help="from `dse export`")
+    src.add_argument("--sram", type=_size, metavar="SIZE")
+    _add_point_options(p, "--vela-config")
+    p.add_argument("-o", "--output", required=True, metavar="DIR")
+
+    p = sub.add_parser("estimate", help="score one point with Vela's performance model")
+    p.add_argument("--model", metavar="M.tflite")
+    p.add_argument("--graph", metavar="G.json", help="a cascader graph instead of a model")
+    p.add_argument("--sram", type=_size, default=None, metavar="SIZE")
+    _add_point_options(p)
+    _add_json(p)
+
+    p = sub.add_parser("graph", help="write a model's cascader graph as JSON")
+    p.add_argument("--model", required=True, metavar="M.tflite")
+    _add_device_options(p, "--config")
+    p.add_argument("-o", "--output", required=True, metavar="G.json")
+
+    p = sub.add_parser("propose", help="run the cascader core on a graph JSON")
+    p.add_argument("--graph", required=True, metavar="G.json")
+    p.add_argument("--sram", type=_size, default=None, metavar="SIZE")
+    p.add_argument(
+        "--option", action="append", default=[], metavar="K=V", help="override an option"
+    )
+    _add_json(p)
+
+    p = sub.add_parser("verify", help="check a schedule's numbers against a reference")
+    p.add_argument("--model", required=True, metavar="M.tflite")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--config", dest="config", metavar="cfg.json")
+    src.add_argument("--sram", type=_size, metavar="SIZE")
+    _add_point_options(p, "--vela-config")
+    p.add_argument("--samples", type=_positive_int, default=1, metavar="N")
+    _add_json(p)
+    return parser
+
+
+def _versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    lines = []
+    for dist in ("cascader-dse", "apache-tvm", "ethos-u-vela", "optuna", "numpy"):
+        try:
+            lines.append(f"{dist} {version(dist)}")
+        except PackageNotFoundError:
+            lines.append(f"{dist} (not installed)")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        print(_versions())
+        return 0
+    if args.command is None:
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    module_name = f"dse.commands.{args.command}"
+    if importlib.util.find_spec(module_name) is None:
+        print(f"dse {args.command}: not implemented yet", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    command = importlib.import_module(module_name)
+    try:
+        return int(command.run(args))
+    except DseError as err:
+        print(f"dse {args.command}: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print(f"dse {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

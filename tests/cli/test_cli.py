@@ -1,0 +1,151 @@
+"""The command line's shape: every subcommand has --help, sizes parse, bad input is one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from dse.cli import build_parser, main
+from dse.errors import BadInput
+from dse.sizes import format_size, parse_size
+
+SUBCOMMANDS = (
+    "sweep",
+    "worker",
+    "report",
+    "export",
+    "compile",
+    "estimate",
+    "graph",
+    "propose",
+    "verify",
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("262144", 262144),
+        ("256KiB", 262144),
+        ("256kib", 262144),
+        ("0.25MiB", 262144),
+        ("4MiB", 4 * 1024 * 1024),
+        ("1.5 MiB", 1572864),
+        ("64KB", 65536),
+    ],
+)
+def test_parse_size_accepts_bytes_and_binary_suffixes(text: str, expected: int) -> None:
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "12Q", "-5", "0", "1.5", "0.1KiB", "KiB", "1e3"])
+def test_parse_size_rejects_bad_sizes(text: str) -> None:
+    with pytest.raises(BadInput, match="bad size"):
+        parse_size(text)
+
+
+def test_format_size() -> None:
+    assert format_size(512) == "512 B"
+    assert format_size(362496) == "354.0 KiB"
+    assert format_size(1572864) == "1.50 MiB"
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS)
+def test_every_subcommand_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([command, "--help"])
+    assert exited.value.code == 0
+    assert f"dse {command}" in capsys.readouterr().out
+
+
+def test_point_options_match_design() -> None:
+    """The flags DESIGN.md promises for a point exist on compile/estimate/verify."""
+    parser = build_parser()
+    args = parser.parse_args(
+        [
+            "estimate",
+            "--model",
+            "m.tflite",
+            "--sram",
+            "256KiB",
+            "--accelerator-config",
+            "ethos-u55-128",
+            "--system-config",
+            "S",
+            "--memory-mode",
+            "M",
+            "--no-striping",
+            "--multi-dimensional-striping",
+            "--stripe-factors",
+            "3",
+            "--max-plan-size",
+            "4",
+            "--max-proposals",
+            "8",
+            "--always-copy-size",
+            "0",
+            "--json",
+        ]
+    )
+    assert args.sram == 262144
+    assert args.accelerator_config == "ethos-u55-128"
+    assert (args.no_striping, args.multi_dimensional_striping) == (True, True)
+    assert (args.stripe_factors, args.max_plan_size, args.max_proposals) == (3, 4, 8)
+    assert args.always_copy_size == 0
+
+
+def test_bad_size_is_one_line_exit_2() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "dse", "sweep", "--model", "m.tflite", "--sram-max", "12Q"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "bad size '12Q'" in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_unknown_flag_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["propose", "--graph", "g.json", "--frobnicate"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--frobnicate" in err[0]
+
+
+def test_version_lists_pinned_dependencies(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    out = capsys.readouterr().out
+    assert "apache-tvm 0.27" in out and "ethos-u-vela 5.2" in out
+
+
+def _unimplemented() -> list[str]:
+    import importlib.util
+
+    return [c for c in SUBCOMMANDS if importlib.util.find_spec(f"dse.commands.{c}") is None]
+
+
+@pytest.mark.parametrize("command", _unimplemented() or ["(none left)"])
+def test_unimplemented_commands_say_so_and_exit_2(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if command == "(none left)":
+        return
+    required = {
+        "sweep": ["--model", "m.tflite"],
+        "worker": ["--storage", "sqlite:///x.db", "--study", "s"],
+        "report": ["--storage", "sqlite:///x.db", "--study", "s"],
+        "export": ["--storage", "sqlite:///x.db", "--study", "s", "--trial", "0", "-o", "c.json"],
+        "compile": ["--model", "m.tflite", "--sram", "1MiB", "-o", "out"],
+        "estimate": ["--model", "m.tflite"],
+        "graph": ["--model", "m.tflite", "-o", "g.json"],
+        "propose": ["--graph", "g.json"],
+        "verify": ["--model", "m.tflite", "--sram", "1MiB"],
+    }[command]
+    assert main([command, *required]) == 2
+    assert capsys.readouterr().err.strip() == f"dse {command}: not implemented yet"
