@@ -1,0 +1,298 @@
+"""The final score of a schedule: Vela's performance model (`ethosu.vela.npu_performance`, the
+model of Vela's legacy core) over every scheduled NPU operation and each of its stripes.
+
+The input is what codegen produces: per operation, the Vela API operations of its output
+stripes (shapes, kernel, block config, encoded weight/bias address ranges) and the memory area
+of each tensor. Vela composes the per-op numbers from its internal scheduler objects; we
+compose them the same way from the API objects: cycle cost and element access per stripe,
+transfer efficiency per area, weight DMA hidden behind the previous op when buffered."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from ethosu.vela.api import NpuAddressRange, NpuBlockOperation
+from ethosu.vela.npu_performance import (
+    PassCycles,
+    _estimate_memory_transfer_efficiency,
+    make_bandwidth_array,
+    make_cycles_array,
+    measure_cycle_cost,
+    measure_element_access,
+    measure_mem2mem_cycles,
+    update_summary_cycles,
+)
+from ethosu.vela.numeric_util import round_up
+from ethosu.vela.tensor import BandwidthDirection, TensorPurpose
+
+from cascader.ethosu.device import EthosuDevice, get_device
+from cascader.ethosu.memory import SystemMemory
+from cascader.ethosu.npu_op import NpuOpDescription
+from cascader.ethosu.perf_query import MEM_AREAS, performance_query
+
+__all__ = ["OpPerf", "PerfReport", "ScheduledOp", "evaluate"]
+
+AREAS: tuple[str, ...] = tuple(MEM_AREAS)
+_ACCESS_CYCLES = {
+    "sram": PassCycles.SramAccess,
+    "dram": PassCycles.DramAccess,
+    "onchip_flash": PassCycles.OnChipFlashAccess,
+    "offchip_flash": PassCycles.OffChipFlashAccess,
+}
+
+
+@dataclass(frozen=True)
+class ScheduledOp:
+    """One NPU operation as scheduled: its stripes (Vela API ops, each with `block_config` set
+    and, when it has weights, the encoded `weights`/`biases` address ranges it reads), the area
+    of each tensor, and, when the weights are copied before use, the area they are copied from
+    (into `const_area`) and whether the copy is single- or double-buffered."""
+
+    name: str
+    stripes: tuple[NpuBlockOperation, ...]
+    ifm_area: str = "sram"
+    ofm_area: str = "sram"
+    ifm2_area: str | None = None
+    const_area: str | None = None
+    weight_source_area: str | None = None
+    weight_buffering: Literal["single", "double"] = "single"
+
+    def __post_init__(self) -> None:
+        if not self.stripes:
+            raise ValueError(f"scheduled op {self.name!r} has no stripes")
+        for area in (self.ifm_area, self.ofm_area, self.ifm2_area, self.const_area,
+                     self.weight_source_area):  # fmt: skip
+            if area is not None and area not in MEM_AREAS:
+                raise ValueError(f"unknown memory area {area!r}; areas: {', '.join(AREAS)}")
+        if self.stripes[0].weights and self.const_area is None:
+            raise ValueError(f"scheduled op {self.name!r} has weights but no const_area")
+
+
+@dataclass(frozen=True)
+class OpPerf:
+    """Vela's estimate for one scheduled op. `total_cycles` is the largest of the NPU cycles and
+    each area's access cycles (the op is bound by whichever is slowest)."""
+
+    name: str
+    kind: str
+    stripes: int
+    npu_cycles: float
+    access_cycles: dict[str, float]
+    total_cycles: float
+    macs: int
+    bytes_read: dict[str, float]
+    bytes_written: dict[str, float]
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "stripes": self.stripes,
+            "cycles": self.total_cycles,
+            "npu_cycles": self.npu_cycles,
+            "access_cycles": dict(self.access_cycles),
+            "macs": self.macs,
+            "bytes": {a: self.bytes_read[a] + self.bytes_written[a] for a in AREAS},
+            "bytes_read": dict(self.bytes_read),
+            "bytes_written": dict(self.bytes_written),
+        }
+
+
+@dataclass(frozen=True)
+class PerfReport:
+    """Per-op rows and their totals; inference time at the system's core clock."""
+
+    ops: tuple[OpPerf, ...]
+    core_clock_hz: float
+    totals: dict[str, float] = field(init=False)
+
+    def __post_init__(self) -> None:
+        def total(get) -> float:
+            return float(sum(get(op) for op in self.ops))
+
+        totals = {
+            "total_cycles": total(lambda op: op.total_cycles),
+            "npu_cycles": total(lambda op: op.npu_cycles),
+            "macs": total(lambda op: op.macs),
+        }
+        for area in AREAS:
+            totals[f"{area}_access_cycles"] = total(lambda op, a=area: op.access_cycles[a])
+            totals[f"{area}_bytes_read"] = total(lambda op, a=area: op.bytes_read[a])
+            totals[f"{area}_bytes_written"] = total(lambda op, a=area: op.bytes_written[a])
+        object.__setattr__(self, "totals", totals)
+
+    @property
+    def total_cycles(self) -> float:
+        return self.totals["total_cycles"]
+
+    @property
+    def npu_cycles(self) -> float:
+        return self.totals["npu_cycles"]
+
+    @property
+    def macs(self) -> int:
+        return int(self.totals["macs"])
+
+    @property
+    def inference_time_s(self) -> float:
+        return self.total_cycles / self.core_clock_hz
+
+    def bytes(self, area: str) -> float:
+        """Bytes read plus written in one area per inference."""
+        return self.totals[f"{area}_bytes_read"] + self.totals[f"{area}_bytes_written"]
+
+    def to_json(self) -> dict:
+        return {
+            "total_cycles": self.total_cycles,
+            "npu_cycles": self.npu_cycles,
+            "macs": self.macs,
+            "inference_time_s": self.inference_time_s,
+            "access_cycles": {a: self.totals[f"{a}_access_cycles"] for a in AREAS},
+            "bytes": {a: self.bytes(a) for a in AREAS},
+            "npu_ops": len(self.ops),
+            "ops": [op.to_json() for op in self.ops],
+        }
+
+
+def evaluate(ops: Iterable[ScheduledOp], memory: SystemMemory) -> PerfReport:
+    """Vela's performance estimate of a schedule, op by op in execution order."""
+    device = get_device(memory.accelerator)
+    rows = []
+    slack = 0.0  # NPU cycles of the previous op under which a weight DMA can run
+    for op in ops:
+        row, slack = _evaluate_op(op, memory, device, slack)
+        rows.append(row)
+    return PerfReport(tuple(rows), memory.core_clock_hz)
+
+
+def _evaluate_op(
+    op: ScheduledOp, memory: SystemMemory, device: EthosuDevice, prev_slack: float
+) -> tuple[OpPerf, float]:
+    arch = memory.arch
+    bws = make_bandwidth_array()  # bytes moved, by area, purpose and direction
+    scaled = make_bandwidth_array()  # the same, scaled by each area's transfer efficiency
+    copied = op.weight_source_area is not None
+    stripe_cycles: list[float] = []
+    stripe_slices: list[tuple[NpuAddressRange, ...]] = []
+    macs = 0
+    kind = ""
+    for stripe in op.stripes:
+        desc = NpuOpDescription.from_npu_op(stripe)
+        kind = desc.kind
+        config = device.vela_block_config(desc, tuple(stripe.block_config))
+        query = performance_query(
+            desc, config, op.ifm_area, op.ofm_area, op.ifm2_area,
+            op.const_area if stripe.biases else None,
+        )  # fmt: skip
+        cost = measure_cycle_cost(arch, desc.vela_op, desc.faf_op, query)
+        access = measure_element_access(arch, query)
+        stripe_cycles.append(float(cost.op_cycles))
+        stripe_slices.append(tuple(stripe.weights) + tuple(stripe.biases))
+        macs += int(cost.op_macs)
+
+        def move(area, purpose, direction, nbytes, fmt, bits, block, shape, efficiency=True):
+            mem = MEM_AREAS[area]
+            bws[mem][purpose][direction] += nbytes
+            if efficiency:
+                nbytes = _estimate_memory_transfer_efficiency(
+                    arch, direction == BandwidthDirection.Read, mem, fmt, bits, block, shape, nbytes
+                )
+            scaled[mem][purpose][direction] += nbytes
+
+        ofm_bytes = access.ofm_write * query.ofm_bits // 8
+        move(op.ofm_area, TensorPurpose.FeatureMap, BandwidthDirection.Write, ofm_bytes,
+             query.ofm_format, query.ofm_bits, config.ofm_block, query.ofm_shape)  # fmt: skip
+        ifm_bytes = access.ifm_read[0] * query.ifm_bits // 8
+        move(op.ifm_area, TensorPurpose.FeatureMap, BandwidthDirection.Read, ifm_bytes,
+             query.ifm_format, query.ifm_bits, config.ifm_block, query.ifm_shape)  # fmt: skip
+        if query.ifm2_shape is not None:
+            ifm2_bytes = access.ifm_read[1] * query.ifm2_bits // 8
+            move(op.ifm2_area or op.ifm_area, TensorPurpose.FeatureMap, BandwidthDirection.Read,
+                 ifm2_bytes, query.ifm2_format, query.ifm2_bits, config.ifm_block,
+                 query.ifm2_shape)  # fmt: skip
+        if access.const_read[0] > 0 and stripe.weights:
+            # Weight elements fetched, scaled by the stripe's encoding ratio (bytes/element).
+            weight_bytes = sum(r.length for r in stripe.weights)
+            per_ofm_channel = desc.kernel[0] * desc.kernel[1]
+            if desc.kind == "conv2d":
+                per_ofm_channel *= desc.ifm_shape[2]
+            ratio = weight_bytes / (per_ofm_channel * desc.ofm_shape[2])
+            if copied:
+                bws[MEM_AREAS[op.const_area]][TensorPurpose.Weights][BandwidthDirection.Read] += (
+                    access.const_read[0] * ratio
+                )
+            else:
+                weight_reads = access.const_read[0] * ratio
+                move(op.const_area, TensorPurpose.Weights, BandwidthDirection.Read,
+                     weight_reads, None, 0, None, None, efficiency=False)  # fmt: skip
+        if access.const_read[1] > 0 and stripe.biases:
+            bias_bytes = sum(r.length for r in stripe.biases)
+            if copied:
+                bws[MEM_AREAS[op.const_area]][TensorPurpose.FSBias][BandwidthDirection.Read] += (
+                    bias_bytes
+                )
+            else:
+                move(op.const_area, TensorPurpose.FSBias, BandwidthDirection.Read, bias_bytes,
+                     None, 0, None, None, efficiency=False)  # fmt: skip
+
+    op_cycles = float(sum(stripe_cycles))
+    npu_cycles, slack = _weight_copy_cycles(op, arch, bws, stripe_cycles, stripe_slices, prev_slack)
+    if not copied:
+        npu_cycles = op_cycles
+    cycles = make_cycles_array()
+    cycles[PassCycles.Npu] = npu_cycles
+    update_summary_cycles(arch, scaled, cycles)
+    read = {a: float(np.sum(bws[MEM_AREAS[a]][:, BandwidthDirection.Read])) for a in AREAS}
+    written = {a: float(np.sum(bws[MEM_AREAS[a]][:, BandwidthDirection.Write])) for a in AREAS}
+    row = OpPerf(
+        name=op.name,
+        kind=kind,
+        stripes=len(op.stripes),
+        npu_cycles=float(cycles[PassCycles.Npu]),
+        access_cycles={a: float(cycles[_ACCESS_CYCLES[a]]) for a in AREAS},
+        total_cycles=float(cycles[PassCycles.Total]),
+        macs=macs,
+        bytes_read=read,
+        bytes_written=written,
+    )
+    return row, slack
+
+
+def _weight_copy_cycles(
+    op: ScheduledOp,
+    arch,
+    bws: np.ndarray,
+    stripe_cycles: Sequence[float],
+    stripe_slices: Sequence[tuple[NpuAddressRange, ...]],
+    prev_slack: float,
+) -> tuple[float, float]:
+    """NPU cycles of an op whose weights are DMA-copied before use, and the slack it leaves for
+    the next op's copy. The first slice's copy hides under the previous op; with double
+    buffering each later slice's copy runs under the compute of the one before (Vela's model)."""
+    op_cycles = float(sum(stripe_cycles))
+    distinct: dict[tuple, int] = {}
+    last_slice_cycles = 0.0
+    for cycles, ranges in zip(stripe_cycles, stripe_slices, strict=False):
+        key = tuple((r.region, r.address, r.length) for r in ranges)
+        if key not in distinct:
+            distinct[key] = sum(r.length for r in ranges)
+            last_slice_cycles = 0.0
+        last_slice_cycles += cycles
+    own_slack = last_slice_cycles if len(distinct) > 1 else op_cycles
+    if op.weight_source_area is None or not distinct:
+        return op_cycles, own_slack
+    source, dest = MEM_AREAS[op.weight_source_area], MEM_AREAS[op.const_area]
+    total = sum(distinct.values())
+    first = round_up(next(iter(distinct.values())), 16)
+    bws[source][TensorPurpose.Weights][BandwidthDirection.Read] += total
+    bws[dest][TensorPurpose.Weights][BandwidthDirection.Write] += total
+    full_copy = measure_mem2mem_cycles(arch, source, dest, total)
+    first_copy = measure_mem2mem_cycles(arch, source, dest, first)
+    if op.weight_buffering == "double":
+        npu = max(full_copy - prev_slack + own_slack, op_cycles + max(first_copy - prev_slack, 0))
+    else:
+        npu = op_cycles + full_copy - min(first_copy, prev_slack)
+    return float(npu), own_slack

@@ -1,0 +1,139 @@
+"""Block configs from Vela for every accelerator and op kind, checked against TVM v0.18's."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from cascader.ethosu.device import ACCELERATORS, get_device
+from cascader.ethosu.errors import DeviceConfigError
+from cascader.ethosu.npu_op import NpuOpDescription
+
+SHARED = Path(
+    os.environ.get("CASCADER_SHARED", Path(__file__).resolve().parents[2].parent / "shared")
+)
+
+OPS = {
+    "conv2d": NpuOpDescription("conv2d", (56, 56, 24), (56, 56, 144), activation="CLIP"),
+    "conv2d_strided": NpuOpDescription(
+        "conv2d", (49, 10, 1), (25, 5, 64), kernel=(10, 4), stride=(2, 2)
+    ),
+    "depthwise": NpuOpDescription("depthwise", (56, 56, 144), (56, 56, 144), kernel=(3, 3)),
+    "max_pool": NpuOpDescription(
+        "pooling", (8, 8, 64), (4, 4, 64), kernel=(2, 2), stride=(2, 2), sub_op="MAX"
+    ),
+    "avg_pool": NpuOpDescription(
+        "pooling", (7, 7, 1280), (1, 1, 1280), kernel=(7, 7), sub_op="AVERAGE"
+    ),
+    "add": NpuOpDescription(
+        "elementwise", (56, 56, 24), (56, 56, 24), ifm2_shape=(56, 56, 24), sub_op="ADD"
+    ),
+    "mul_scalar_lut": NpuOpDescription(
+        "elementwise",
+        (1, 1, 1000),
+        (1, 1, 1000),
+        sub_op="MUL",
+        ifm2_shape=(1, 1, 1),
+        ifm2_scalar=True,
+        activation="LUT",
+    ),
+    "int16_conv": NpuOpDescription(
+        "conv2d", (16, 16, 32), (16, 16, 32), kernel=(3, 3), ifm_dtype="int16", ofm_dtype="int16"
+    ),
+}
+
+
+@pytest.mark.parametrize("accelerator", ACCELERATORS)
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_every_op_kind_has_block_configs_on_every_accelerator(accelerator, name):
+    device = get_device(accelerator)
+    op = OPS[name]
+    configs = device.block_configs(op)
+    assert configs
+    max_h, max_w, _ = device.max_block
+    _, _, ud = device.output_ublock
+    for config in configs:
+        _, h, w, d = config.output_shape
+        # Vela steps block height and width by at least 2, so they may pass a 1-high OFM.
+        assert h <= min(max_h, max(op.ofm_shape[0] + 1, 2))
+        assert w <= min(max_w, max(op.ofm_shape[1] + 1, 2))
+        assert d % ud == 0 or d >= op.ofm_shape[2]
+        assert config.output_cycles > 0
+        assert (config.compute_cycles > 0) == (op.kind != "elementwise")
+    assert set(configs) <= set(device.block_configs(op, cull=False))
+
+
+def test_device_constants_come_from_vela():
+    assert [get_device(a).macs_per_cycle for a in ACCELERATORS] == [32, 64, 128, 256, 256, 512]
+    u55_256 = get_device("ethos-u55-256")
+    assert u55_256.output_quantum() == (1, 2, 2, 8)
+    assert u55_256.output_quantum("NHCWB16") == (1, 2, 1, 2, 8)
+    assert get_device("ethos-u55-32").output_ublock == (1, 1, 4)
+    assert get_device("ethos-u65-512").cores == 2
+
+
+def test_bigger_accelerators_need_fewer_cycles_per_block_element():
+    op = OPS["conv2d"]
+    per_element = []
+    for name in ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256"):
+        best = get_device(name).block_configs(op)[0]
+        _, h, w, d = best.output_shape
+        per_element.append(best.compute_cycles / (h * w * d))
+    assert per_element == sorted(per_element, reverse=True)
+
+
+def test_unknown_accelerator_lists_the_valid_names():
+    with pytest.raises(DeviceConfigError) as err:
+        get_device("ethos-u55-512")
+    assert "ethos-u55-512" in str(err.value)
+    for name in ACCELERATORS:
+        assert name in str(err.value)
+
+
+def test_culling_keeps_only_blocks_no_other_block_covers():
+    device = get_device("ethos-u55-256")
+    culled = device.block_configs(OPS["conv2d"])
+    shapes = [c.output_shape for c in culled]
+    for a in shapes:
+        assert not any(b != a and all(x >= y for x, y in zip(b, a, strict=False)) for b in shapes)
+    assert len(device.block_configs(OPS["conv2d"], cull=False)) > len(culled)
+
+
+# mobilenet_v2 conv2d parts TVM v0.18 computed block configs for, and the op each part is.
+_GOLDEN_CONV2D = {
+    102: NpuOpDescription(
+        "conv2d",
+        (224, 224, 3),
+        (112, 112, 32),
+        kernel=(3, 3),
+        stride=(2, 2),
+        ofm_layout="NHCWB16",
+        activation="CLIP",
+    ),
+    100: NpuOpDescription(
+        "conv2d", (112, 112, 32), (112, 112, 16), ifm_layout="NHCWB16", ofm_layout="NHCWB16"
+    ),
+    99: NpuOpDescription(
+        "conv2d",
+        (112, 112, 16),
+        (112, 112, 96),
+        ifm_layout="NHCWB16",
+        ofm_layout="NHCWB16",
+        activation="CLIP",
+    ),
+}
+
+
+@pytest.mark.skipif(not (SHARED / "golden").is_dir(), reason="shared/golden not available")
+@pytest.mark.parametrize("part_id", sorted(_GOLDEN_CONV2D))
+def test_conv2d_block_configs_reproduce_tvm_v018(part_id):
+    graph = json.loads((SHARED / "golden" / "mobilenet_v2_100_224_s1_p1024k.json").read_text())
+    part = next(p for p in graph["parts"] if p["id"] == part_id)
+    tensors = {t["id"]: t for t in graph["tensors"]}
+    op = _GOLDEN_CONV2D[part_id]
+    assert tensors[part["output"]]["shape"][1] == op.ofm_shape[0]
+    mine = [c.to_json() for c in get_device("ethos-u55-256").block_configs(op)]
+    assert mine == part["block_configs"]

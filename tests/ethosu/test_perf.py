@@ -1,0 +1,155 @@
+"""The performance evaluator on hand-built NPU operations (Vela API types, real encoded weights)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from ethosu.vela.api import (
+    NpuAccelerator,
+    NpuAddressRange,
+    NpuBlockTraversal,
+    NpuShape3D,
+    npu_encode_bias,
+    npu_encode_weights,
+)
+
+from cascader.ethosu.device import get_device
+from cascader.ethosu.memory import system_memory
+from cascader.ethosu.npu_op import NpuOpDescription
+from cascader.ethosu.perf import ScheduledOp, evaluate
+
+ACCEL = "ethos-u55-256"
+U55 = ("Ethos_U55_High_End_Embedded", "Shared_Sram")
+
+
+def _weight_ranges(desc: NpuOpDescription, depth_slices: int = 1):
+    """Encoded weight and bias ranges of `desc` (random int8 weights), per OFM depth slice."""
+    rng = np.random.default_rng(0)
+    kh, kw = desc.kernel
+    depthwise = desc.kind == "depthwise"
+    ifm_depth = 1 if depthwise else desc.ifm_shape[2]
+    ofm_depth = desc.ofm_shape[2]
+    weights = rng.integers(-127, 128, size=(ofm_depth, kh, kw, ifm_depth)).astype(np.int16)
+    traversal = (
+        NpuBlockTraversal.PART_KERNEL_FIRST if desc.is_part_kernel_first
+        else NpuBlockTraversal.DEPTH_FIRST
+    )  # fmt: skip
+    slices, address = [], 0
+    for chunk in np.array_split(weights, depth_slices, axis=0):
+        encoded = npu_encode_weights(
+            NpuAccelerator.Ethos_U55_256, chunk, (1, 1), 8, 16, depthwise, traversal
+        )
+        bias = b"".join(npu_encode_bias(np.int64(1), 1 << 30, 30) for _ in range(len(chunk)))
+        w = NpuAddressRange(region=0, address=address, length=len(encoded))
+        b = NpuAddressRange(region=0, address=address + len(encoded), length=len(bias))
+        address += len(encoded) + len(bias)
+        slices.append(([w], [b]))
+    return slices
+
+
+def _stripe(desc: NpuOpDescription, ranges=None):
+    """A Vela API op for `desc`, with its first (largest) valid block config."""
+    op = desc.to_npu_op()
+    block = get_device(ACCEL).block_configs(desc)[0].output_shape
+    h, w = block[1], block[-2] if desc.ofm_layout == "NHCWB16" else block[2]
+    d = min(desc.ofm_shape[2], block[2] * block[4]) if desc.ofm_layout == "NHCWB16" else block[3]
+    op.block_config = NpuShape3D(h, w, d)
+    if ranges is not None:
+        op.weights, op.biases = ranges
+    return op
+
+
+CONV = NpuOpDescription("conv2d", (56, 56, 24), (56, 56, 144), activation="CLIP")
+DEPTHWISE = NpuOpDescription("depthwise", (56, 56, 144), (56, 56, 144), kernel=(3, 3),
+                             activation="CLIP")  # fmt: skip
+ADD = NpuOpDescription("elementwise", (56, 56, 24), (56, 56, 24), ifm2_shape=(56, 56, 24),
+                       sub_op="ADD")  # fmt: skip
+
+
+def _schedule(const_area="offchip_flash", source=None, buffering="single"):
+    ops = []
+    for name, desc in (("conv", CONV), ("dw", DEPTHWISE)):
+        ranges = _weight_ranges(desc)[0]
+        ops.append(ScheduledOp(name, (_stripe(desc, ranges),), const_area=const_area,
+                               weight_source_area=source, weight_buffering=buffering))  # fmt: skip
+    ops.append(ScheduledOp("add", (_stripe(ADD),)))
+    return ops
+
+
+def test_totals_are_the_sum_of_the_per_op_rows():
+    report = evaluate(_schedule(), system_memory(ACCEL, *U55, 1 << 20))
+    assert [op.kind for op in report.ops] == ["conv2d", "depthwise", "elementwise"]
+    assert report.total_cycles == pytest.approx(sum(op.total_cycles for op in report.ops))
+    assert report.npu_cycles == pytest.approx(sum(op.npu_cycles for op in report.ops))
+    assert report.macs == sum(op.macs for op in report.ops)
+    for area in ("sram", "offchip_flash"):
+        rows = sum(op.bytes_read[area] + op.bytes_written[area] for op in report.ops)
+        assert report.bytes(area) == pytest.approx(rows)
+    assert report.inference_time_s == pytest.approx(report.total_cycles / 500e6)
+    for op in report.ops:
+        assert op.total_cycles == max(op.npu_cycles, *op.access_cycles.values())
+
+
+def test_macs_and_traffic_follow_the_shapes():
+    report = evaluate(_schedule(), system_memory(ACCEL, *U55, 1 << 20))
+    conv, dw, add = report.ops
+    assert conv.macs == 56 * 56 * 144 * 24
+    assert dw.macs == 56 * 56 * 144 * 9
+    assert add.macs == 0
+    assert conv.bytes_written["sram"] == 56 * 56 * 144  # int8 OFM written once
+    assert add.bytes_read["sram"] == 2 * 56 * 56 * 24
+    assert conv.bytes_read["offchip_flash"] > 0  # weights streamed from flash
+    assert add.bytes_read["offchip_flash"] == 0
+
+
+def test_a_smaller_sram_never_lowers_the_cycles_of_the_same_schedule():
+    ops = _schedule(const_area="sram", source="offchip_flash")
+    cycles = [evaluate(ops, system_memory(ACCEL, *U55, size)).total_cycles
+              for size in (4 << 20, 1 << 20, 256 << 10, 64 << 10)]  # fmt: skip
+    assert cycles == sorted(cycles)
+
+
+def test_double_buffered_weights_hide_more_of_the_copy_than_single():
+    memory = system_memory(ACCEL, *U55, 1 << 20)
+    desc = CONV
+    slices = _weight_ranges(desc, depth_slices=3)
+    bounds = np.array_split(np.arange(desc.ofm_shape[2]), 3)
+    stripes = []
+    for (w, b), channels in zip(slices, bounds, strict=False):
+        part = dataclasses.replace(desc, ofm_shape=(56, 56, len(channels)))
+        stripes.append(_stripe(part, (w, b)))
+
+    def cycles(buffering):
+        op = ScheduledOp("conv", tuple(stripes), const_area="sram",
+                         weight_source_area="offchip_flash",
+                         weight_buffering=buffering)  # fmt: skip
+        return evaluate([op], memory).ops[0]
+
+    single, double = cycles("single"), cycles("double")
+    assert double.npu_cycles <= single.npu_cycles
+    assert single.bytes_read["offchip_flash"] == sum(w[0].length + b[0].length for w, b in slices)
+    assert single.bytes_written["sram"] > 56 * 56 * 144  # OFM plus the weight copy
+
+
+def test_striping_an_op_costs_at_least_as_much_as_running_it_whole():
+    memory = system_memory(ACCEL, *U55, 1 << 20)
+    whole = evaluate([ScheduledOp("dw", (_stripe(DEPTHWISE),))], memory).total_cycles
+    half_in = dataclasses.replace(DEPTHWISE, ifm_shape=(30, 56, 144), ofm_shape=(28, 56, 144))
+    halves = evaluate([ScheduledOp("dw", (_stripe(half_in), _stripe(half_in)))], memory)
+    assert halves.ops[0].stripes == 2
+    assert halves.total_cycles >= whole
+
+
+def test_activations_in_dram_cost_more_than_in_sram_on_u65():
+    sram = system_memory("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram", 1 << 20)
+    op = _stripe(ADD)
+    in_sram = evaluate([ScheduledOp("add", (op,), "sram", "sram")], sram).total_cycles
+    in_dram = evaluate([ScheduledOp("add", (op,), "dram", "dram")], sram).total_cycles
+    assert in_dram > in_sram
+
+
+def test_unknown_areas_are_refused():
+    with pytest.raises(ValueError, match="unknown memory area"):
+        ScheduledOp("add", (_stripe(ADD),), ifm_area="l2")
