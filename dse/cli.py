@@ -8,8 +8,14 @@ import importlib.util
 import sys
 from collections.abc import Sequence
 
+from cascader.core.errors import GraphFormatError
+from cascader.ethosu.errors import DeviceConfigError
+from cascader.flow.errors import ModelError
 from dse.errors import EXIT_BAD_INPUT, DseError
 from dse.sizes import parse_size
+
+# Library errors that describe the user's input (a model, graph or device name): exit 2.
+_INPUT_ERRORS = (ModelError, DeviceConfigError, GraphFormatError)
 
 DEFAULT_ACCELERATOR = "ethos-u55-256"
 DEFAULT_SYSTEM_CONFIG = "Ethos_U55_High_End_Embedded"
@@ -116,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("sweep", help="explore SRAM sizes and cascader options; show the front")
-    p.add_argument("--model", required=True, metavar="M.tflite", help="int8 TFLite model")
+    p.add_argument("--model", metavar="M.tflite", help="int8 TFLite model")
+    p.add_argument("--graph", metavar="G.json", help="a cascader graph (cascader cost only)")
     _add_device_options(p, "--config")
     p.add_argument("--sram-min", type=_size, default=parse_size("32KiB"), metavar="SIZE")
     p.add_argument("--sram-max", type=_size, default=parse_size("4MiB"), metavar="SIZE")
@@ -219,6 +226,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DseError as err:
         print(f"dse {args.command}: error: {err}", file=sys.stderr)
         return err.exit_code
+    except _INPUT_ERRORS as err:
+        print(f"dse {args.command}: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"dse {args.command}: interrupted", file=sys.stderr)
         return 130

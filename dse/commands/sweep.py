@@ -1,0 +1,83 @@
+"""`dse sweep`: create or continue a study, run trials, print the Pareto front."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from dse.driver import make_sampler, run_parallel, run_trials
+from dse.errors import BadInput
+from dse.evaluators import make_evaluator
+from dse.front import format_front, front_rows, pareto_front
+from dse.space import SearchSpace
+from dse.study import (
+    StudySettings,
+    create_or_continue,
+    default_storage,
+    file_sha256,
+    open_storage,
+    parse_objectives,
+)
+
+
+def settings_from_args(args: argparse.Namespace) -> StudySettings:
+    kind, given = ("graph", args.graph) if args.graph else ("model", args.model)
+    path = Path(given)
+    if not path.is_file():
+        raise BadInput(f"{kind} file {given} not found; check the path")
+    u65 = args.accelerator_config.startswith("ethos-u65")
+    return StudySettings(
+        source_kind=kind,
+        source_path=str(path.resolve()),
+        source_sha256=file_sha256(path),
+        accelerator=args.accelerator_config,
+        system_config=args.system_config
+        or ("Ethos_U65_High_End" if u65 else "Ethos_U55_High_End_Embedded"),
+        memory_mode=args.memory_mode or ("Dedicated_Sram" if u65 else "Shared_Sram"),
+        vela_config=str(Path(args.vela_config).resolve()) if args.vela_config else None,
+        sram_min=args.sram_min,
+        sram_max=args.sram_max,
+        objectives=parse_objectives(args.objectives),
+        sampler=args.sampler,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if bool(args.model) == bool(args.graph):
+        raise BadInput("give exactly one of --model M.tflite or --graph G.json")
+    settings = settings_from_args(args)
+    space = SearchSpace(settings.sram_min, settings.sram_max)
+    evaluate = make_evaluator(settings)  # validates the model/graph before the study is touched
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    storage_url = args.storage or default_storage(out)
+    storage = open_storage(storage_url)
+    name = args.study or f"{Path(settings.source_path).stem}-{settings.accelerator}"
+    study = create_or_continue(storage, name, settings, make_sampler(args.sampler, space))
+    if args.jobs == 1:
+        run_trials(study, evaluate, args.trials, progress=not args.json)
+    else:
+        run_parallel(
+            storage_url,
+            study,
+            args.sampler,
+            args.trials,
+            args.jobs,
+            make_evaluator,
+            progress=not args.json,
+        )
+    rows = front_rows(pareto_front(study))
+    n_trials = len(study.trials)
+    if args.json:
+        print(
+            json.dumps(
+                {"study": name, "storage": storage_url, "trials": n_trials, "front": rows}, indent=2
+            )
+        )
+        return 0
+    print(f"Pareto front of {name} ({n_trials} trials, {len(rows)} on the front):")
+    print(format_front(rows) if rows else "(no feasible point yet: raise --sram-max)")
+    print(f"study: {name} in {storage_url}")
+    print(f"report: dse report --storage {storage_url} --study {name}")
+    return 0

@@ -1,0 +1,140 @@
+"""Optuna studies: where they live, what fixed settings they carry, and how they are reopened."""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import optuna
+from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+
+from dse.errors import BadInput
+
+SETTINGS_ATTR = "dse.settings"
+HEARTBEAT_SECONDS = 10
+GRACE_SECONDS = 30
+MAX_RETRIES = 2
+OBJECTIVE_NAMES = ("cycles", "sram", "offchip")
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@dataclass(frozen=True)
+class StudySettings:
+    """What is fixed for a whole study. Stored in the study so `dse worker` needs only the
+    storage URL and the study name to run more trials."""
+
+    source_kind: str  # "model" (a .tflite) or "graph" (a cascader graph JSON)
+    source_path: str
+    source_sha256: str
+    accelerator: str
+    system_config: str
+    memory_mode: str
+    vela_config: str | None
+    sram_min: int
+    sram_max: int
+    objectives: tuple[str, ...]
+    sampler: str
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["objectives"] = list(self.objectives)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> StudySettings:
+        return cls(**{**data, "objectives": tuple(data["objectives"])})
+
+
+def parse_objectives(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    bad = [n for n in names if n not in OBJECTIVE_NAMES]
+    if bad or len(set(names)) != len(names) or not {"cycles", "sram"} <= set(names):
+        raise BadInput(
+            f"bad --objectives {text!r}: give cycles,sram optionally followed by offchip "
+            f"(valid names: {', '.join(OBJECTIVE_NAMES)})"
+        )
+    return names
+
+
+def default_storage(out_dir: Path) -> str:
+    return f"sqlite:///{(out_dir / 'study.db').resolve()}"
+
+
+def open_storage(url: str, heartbeat: bool = True) -> RDBStorage:
+    """An RDB storage with heartbeats, so trials of a killed worker are failed and retried."""
+    kwargs = {}
+    try:
+        with warnings.catch_warnings():
+            # Heartbeats are marked experimental in Optuna 5; they are the documented way.
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            if heartbeat:
+                kwargs = {
+                    "heartbeat_interval": HEARTBEAT_SECONDS,
+                    "grace_period": GRACE_SECONDS,
+                    "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(
+                        max_retry=MAX_RETRIES
+                    ),
+                }
+            return RDBStorage(url, **kwargs)
+    except Exception as err:  # SQLAlchemy raises many types for a bad URL or server
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise BadInput(
+            f"cannot open storage {url!r} ({reason}); check the URL and that the database "
+            "server is running"
+        ) from None
+
+
+def load_settings(study: optuna.Study) -> StudySettings:
+    data = study.user_attrs.get(SETTINGS_ATTR)
+    if data is None:
+        raise BadInput(f"study {study.study_name!r} was not made by `dse sweep`; name a dse study")
+    return StudySettings.from_json(data)
+
+
+def load_study(storage: RDBStorage, name: str) -> optuna.Study:
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+    if name not in names:
+        known = ", ".join(sorted(names)) or "none"
+        raise BadInput(f"no study named {name!r} in this storage (studies there: {known})")
+    return optuna.load_study(study_name=name, storage=storage)
+
+
+def directions(objectives: tuple[str, ...]) -> list[str]:
+    return ["minimize"] * len(objectives)
+
+
+def create_or_continue(
+    storage: RDBStorage, name: str, settings: StudySettings, sampler: optuna.samplers.BaseSampler
+) -> optuna.Study:
+    """Create the study, or reopen it when its fixed settings agree. A study made for another
+    model or device is refused before anything is written to it."""
+    existing = {s.study_name for s in optuna.get_all_study_summaries(storage)}
+    if name in existing:
+        study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+        stored = load_settings(study)
+        if stored.source_sha256 != settings.source_sha256:
+            raise BadInput(
+                f"study {name!r} was made for {stored.source_path} (sha256 "
+                f"{stored.source_sha256[:12]}...), not for {settings.source_path}; use another "
+                "--study name or --out directory"
+            )
+        for field in ("accelerator", "system_config", "memory_mode", "objectives"):
+            if getattr(stored, field) != getattr(settings, field):
+                raise BadInput(
+                    f"study {name!r} was made with {field} {getattr(stored, field)!r}, not "
+                    f"{getattr(settings, field)!r}; use another --study name"
+                )
+        return study
+    study = optuna.create_study(
+        storage=storage,
+        study_name=name,
+        sampler=sampler,
+        directions=directions(settings.objectives),
+    )
+    study.set_user_attr(SETTINGS_ATTR, settings.to_json())
+    return study

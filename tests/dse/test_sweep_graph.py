@@ -1,0 +1,171 @@
+"""`dse sweep --graph`: studies on cascader graphs, continuation, front, and bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import optuna
+import pytest
+
+from cascader.testing.shared import shared_dir
+from dse.cli import main
+
+SHARED = shared_dir()
+GOLDEN = SHARED / "golden" if SHARED else None
+needs_golden = pytest.mark.skipif(
+    GOLDEN is None or not GOLDEN.is_dir(), reason="shared/golden not present"
+)
+
+
+@pytest.fixture
+def kws_graph(tmp_path: Path) -> Path:
+    assert GOLDEN is not None
+    path = tmp_path / "kws.json"
+    shutil.copy(GOLDEN / "kws_dscnn_s1_p64k.json", path)
+    return path
+
+
+def _sweep(graph: Path, out: Path, *extra: str) -> int:
+    return main(
+        [
+            "sweep",
+            "--graph",
+            str(graph),
+            "--out",
+            str(out),
+            "--sram-min",
+            "8KiB",
+            "--sram-max",
+            "256KiB",
+            *extra,
+        ]
+    )
+
+
+def _study(out: Path) -> optuna.Study:
+    storage = f"sqlite:///{out / 'study.db'}"
+    (summary,) = optuna.get_all_study_summaries(storage)
+    return optuna.load_study(study_name=summary.study_name, storage=storage)
+
+
+@needs_golden
+def test_sweep_records_trials_and_continues(
+    kws_graph: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert _sweep(kws_graph, out, "--trials", "6", "--json") == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["trials"] == 6
+    assert result["front"], "a 256 KiB ceiling fits kws_dscnn"
+    for row in result["front"]:
+        assert row["fits"] and row["sram_used_bytes"] <= row["config"]["sram_pool_bytes"]
+        assert row["config"]["sram_pool_bytes"] % 16 == 0
+    assert _sweep(kws_graph, out, "--trials", "4", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["trials"] == 10
+    study = _study(out)
+    trial = study.trials[0]
+    assert set(trial.user_attrs) >= {"config", "metrics", "model_sha256", "versions"}
+    assert trial.user_attrs["versions"]["optuna"].startswith("5.")
+
+
+@needs_golden
+def test_front_is_mutually_non_dominated(
+    kws_graph: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _sweep(kws_graph, tmp_path / "o", "--trials", "12", "--json") == 0
+    front = json.loads(capsys.readouterr().out)["front"]
+    points = [(r["sram_used_bytes"], r["total_cycles"]) for r in front]
+    assert len(set(points)) == len(points)
+    for a in points:
+        for b in points:
+            assert not (b != a and b[0] <= a[0] and b[1] <= a[1]), (a, b)
+
+
+@needs_golden
+def test_grid_sampler_stops_when_the_grid_is_done(kws_graph: Path, tmp_path: Path) -> None:
+    out = tmp_path / "grid"
+    assert _sweep(kws_graph, out, "--sampler", "grid", "--trials", "500", "--json") == 0
+    study = _study(out)
+    # 8 KiB..256 KiB is 5 octaves at 2 steps each: 11 pool sizes x 2 x 2 switches.
+    assert len(study.trials) == 11 * 4
+
+
+@needs_golden
+def test_study_of_another_graph_is_refused_and_kept(
+    kws_graph: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert _sweep(kws_graph, out, "--trials", "3", "--study", "s", "--json") == 0
+    other = tmp_path / "other.json"
+    shutil.copy(GOLDEN / "ic_resnet8_s1_p32k.json", other)
+    capsys.readouterr()
+    assert _sweep(other, out, "--trials", "3", "--study", "s") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "was made for" in err[0]
+    assert len(_study(out).trials) == 3
+
+
+def test_sram_min_above_max_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    graph = tmp_path / "g.json"
+    graph.write_text("{}")
+    code = main(
+        [
+            "sweep",
+            "--graph",
+            str(graph),
+            "--sram-min",
+            "1MiB",
+            "--sram-max",
+            "64KiB",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--sram-min" in err[0] and "larger than --sram-max" in err[0]
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--graph", "missing.json"], "not found"),
+        ([], "exactly one of --model"),
+    ],
+)
+def test_bad_sources_are_one_line(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sweep", *argv, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+
+
+def test_corrupt_graph_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    graph = tmp_path / "g.json"
+    graph.write_text('{"format": "cascader-graph", "version": 1, "tensors": [')
+    assert main(["sweep", "--graph", str(graph), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not valid JSON" in err[0]
+
+
+@needs_golden
+def test_unreachable_storage_is_one_line(
+    kws_graph: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = _sweep(
+        kws_graph,
+        tmp_path / "o",
+        "--storage",
+        "postgresql+psycopg2://nobody@127.0.0.1:1/none",
+        "--trials",
+        "1",
+    )
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot open storage" in err[0]
