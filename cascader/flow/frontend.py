@@ -46,7 +46,8 @@ PAD_OPS = frozenset({"PAD", "PADV2"})
 
 
 class EthosUOperatorConverter(OperatorConverter):
-    """The stock converter plus quantized data movement and PAD with its zero-point fill."""
+    """The stock converter plus quantized data movement, PAD with its zero-point fill, and
+    FULLY_CONNECTED over inputs of rank > 2 (flattened as TFLite does)."""
 
     _SUPPORTED_QUANTIZED_OPS = (
         OperatorConverter._SUPPORTED_QUANTIZED_OPS | DATA_MOVEMENT_OPS | PAD_OPS
@@ -58,6 +59,32 @@ class EthosUOperatorConverter(OperatorConverter):
             self.convert_map[name] = self._requantized(self.convert_map[name])
         for name in PAD_OPS:
             self.convert_map[name] = self.convert_quantized_pad
+
+    def get_tensor_expr(self, tensor, is_sparse=False):
+        override = getattr(self, "_input_override", None)
+        if override is not None and tensor.tensor_idx == override[0]:
+            return override[1]
+        return super().get_tensor_expr(tensor, is_sparse)
+
+    def convert_fully_connected(self, op):
+        """TFLite flattens the input to [-1, n_inputs] unless keep_num_dims; the stock
+        converter multiplies the unflattened input. Flatten when the last axis is not the
+        reduction, and give the result the output tensor's shape either way."""
+        src, weight = self.get_input_tensors(op)[:2]
+        n_inputs = int(self.get_tensor_shape(weight)[1])
+        in_shape = [int(v) for v in self.get_tensor_shape(src)]
+        if in_shape[-1] != n_inputs:
+            flat = (int(np.prod(in_shape)) // n_inputs, n_inputs)
+            self._input_override = (
+                src.tensor_idx,
+                relax.op.reshape(super().get_tensor_expr(src), flat),
+            )
+        try:
+            out = super().convert_fully_connected(op)
+        finally:
+            self._input_override = None
+        out_shape = [int(v) for v in self.get_tensor_shape(self.get_output_tensors(op)[0])]
+        return relax.op.reshape(out, out_shape)
 
     def _same_qnn(self, lhs, rhs) -> bool:
         if lhs.qnn_params is None or rhs.qnn_params is None:
