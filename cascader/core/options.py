@@ -1,0 +1,43 @@
+"""CascaderOptions: the knobs of one cascader run, with the original backend's defaults."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+
+@dataclass(frozen=True)
+class CascaderOptions:
+    """Options of one cascader run. `cascade_region` names the MemoryRegion the cascade (and
+    every interior buffer) lives in; the other fields bound the search."""
+
+    cascade_region: str = "SRAM"
+    max_proposals: int = 64
+    stripe_factors: int = 5
+    max_plan_size: int = 10
+    max_open_plans: int = 8
+    max_closed_plans: int = 32
+    always_copy_size: int = 1024
+    enable_striping: bool = False
+    enable_multi_dimensional_striping: bool = False
+    disable_pareto_plans: bool = False
+    disable_pareto_proposals: bool = False
+    disable_block_culling: bool = True
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        for name, value in data.items():
+            if isinstance(value, bool):
+                data[name] = int(value)
+        return data
+
+    @classmethod
+    def field_types(cls) -> dict[str, type]:
+        """Name -> Python type of every option, for parsing `k=v` overrides."""
+        return {f.name: {"str": str, "int": int, "bool": bool}[str(f.type)] for f in fields(cls)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> CascaderOptions:
+        """Options from a JSON object; missing keys keep their defaults. Unknown keys are
+        rejected by the caller (graph_json), which knows the field path to report."""
+        types = cls.field_types()
+        return cls(**{k: types[k](v) for k, v in data.items() if k in types})

@@ -1,0 +1,116 @@
+"""Part: one operation of the cascader graph and its abstract cost interface; InlinePart."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from enum import IntEnum
+
+from cascader.core.propagator import Propagator
+from cascader.core.stripe_config import StripeConfig
+from cascader.core.tensor import Tensor
+
+
+class BufferMode(IntEnum):
+    """How a striped tensor is buffered: RECOMPUTE keeps one stripe and recomputes overlaps,
+    ROLLING keeps a window over the outermost striped axis and reuses overlaps."""
+
+    RECOMPUTE = 0
+    ROLLING = 1
+
+
+@dataclass(frozen=True)
+class PerformanceInfo:
+    """Cost of computing a whole output tensor with a given output stripe config: compute
+    cycles, bytes read per input, bytes written, and the block shapes used (their innermost
+    extents set the burst efficiency of the transfers)."""
+
+    compute_cycles: int
+    read_bytes: tuple[int, ...]
+    write_bytes: int
+    block_input_shape: tuple[int, ...]
+    block_output_shape: tuple[int, ...]
+
+
+class Part(ABC):
+    """An operation reading `inputs` (one propagator each) and writing `output`. Subclasses
+    provide the cost. `id` is the position in the graph's reverse topological part order."""
+
+    in_line = False
+    kind = "abstract"
+
+    def __init__(
+        self,
+        id: int,
+        inputs: list[Tensor],
+        output: Tensor,
+        propagators: list[Propagator],
+        stripe_align_hint: tuple[int, ...] | None = None,
+    ) -> None:
+        if not propagators:
+            raise ValueError("a part needs at least one propagator")
+        if len(inputs) != len(propagators):
+            raise ValueError(
+                f"part {id} has {len(inputs)} inputs but {len(propagators)} propagators"
+            )
+        self.id = id
+        self.inputs = list(inputs)
+        self.output = output
+        self.propagators = list(propagators)
+        self.stripe_align_hint = (
+            tuple(stripe_align_hint)
+            if stripe_align_hint is not None
+            else (1,) * propagators[0].output_dims
+        )
+        self._input_configs: dict[StripeConfig, tuple[StripeConfig, ...]] = {}
+
+    def __hash__(self) -> int:
+        return self.id
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(id={self.id}, output={self.output.id})"
+
+    def input_stripe_configs(self, output_config: StripeConfig) -> tuple[StripeConfig, ...]:
+        """The stripe config each input must provide for `output_config` (memoised: the same
+        output config is propagated for both buffer modes and many tensor-config choices)."""
+        found = self._input_configs.get(output_config)
+        if found is None:
+            found = tuple(p.propagate(output_config) for p in self.propagators)
+            self._input_configs[output_config] = found
+        return found
+
+    @abstractmethod
+    def performance_info(self, config: StripeConfig, mode: BufferMode) -> PerformanceInfo:
+        """Cost of producing the whole output tensor with output stripe config `config`."""
+
+    def to_json(self) -> dict:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "inputs": [t.id for t in self.inputs],
+            "output": self.output.id,
+            "propagators": [p.to_json() for p in self.propagators],
+            "stripe_align_hint": list(self.stripe_align_hint),
+        }
+
+
+class InlinePart(Part):
+    """A part folded into its consumer (reshapes, layout changes): free to compute and never
+    the output of a striped schedule of its own."""
+
+    in_line = True
+    kind = "inline"
+
+    def __init__(
+        self,
+        id: int,
+        inputs: list[Tensor],
+        output: Tensor,
+        propagators: list[Propagator],
+        stripe_align_hint: tuple[int, ...] | None = None,
+    ) -> None:
+        super().__init__(id, inputs, output, propagators, stripe_align_hint)
+        self._info = PerformanceInfo(0, (0,) * len(self.inputs), 0, (1,), (1,))
+
+    def performance_info(self, config: StripeConfig, mode: BufferMode) -> PerformanceInfo:
+        return self._info

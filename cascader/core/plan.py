@@ -1,0 +1,129 @@
+"""Plan: a cascade of connected parts with its tensor configs, memory and cycles."""
+
+from __future__ import annotations
+
+from cascader.core.tensor_config import TensorConfig, TensorConfigState
+
+
+class Plan:
+    """A group of parts (bitmask of part ids) scheduled as one cascade. `open_configs` are the
+    INTERIOR configs still waiting to be joined to a neighbouring plan; a plan with none is
+    closed. `tensor_configs` keeps every config the plan was built from, in build order."""
+
+    __slots__ = (
+        "_boundary",
+        "_open_without",
+        "_sources",
+        "_tensor_configs",
+        "cycles",
+        "interior_region",
+        "memory_usage",
+        "open_configs",
+        "output_config",
+        "part_group",
+    )
+
+    def __init__(
+        self,
+        tensor_configs: tuple[TensorConfig, ...] | None,
+        open_configs: tuple[TensorConfig, ...],
+        output_config: TensorConfig,
+        part_group: int,
+        interior_region: str,
+        memory_usage: int,
+        cycles: int,
+        sources: tuple[Plan, Plan] | None = None,
+    ) -> None:
+        self._tensor_configs = tensor_configs
+        self._sources = sources
+        self._open_without: dict[int, tuple[TensorConfig, ...]] | None = None
+        self.open_configs = open_configs
+        self.output_config = output_config
+        self.part_group = part_group
+        self.interior_region = interior_region
+        self.memory_usage = memory_usage
+        self.cycles = cycles
+        self._boundary: tuple[TensorConfig, ...] | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"Plan(parts={self.part_ids}, memory={self.memory_usage}, cycles={self.cycles}, "
+            f"open={len(self.open_configs)})"
+        )
+
+    @property
+    def is_closed(self) -> bool:
+        return not self.open_configs
+
+    @property
+    def part_ids(self) -> list[int]:
+        group, ids = self.part_group, []
+        while group:
+            low = group & -group
+            ids.append(low.bit_length() - 1)
+            group ^= low
+        return ids
+
+    @property
+    def tensor_configs(self) -> tuple[TensorConfig, ...]:
+        """Configs of the producer plan then the consumer plan, for merged plans. Built on
+        first use: most merged plans are culled before anyone asks."""
+        if self._tensor_configs is None:
+            stack, flat = [self], []
+            while stack:
+                plan = stack.pop()
+                if plan._tensor_configs is not None:
+                    flat.extend(plan._tensor_configs)
+                else:
+                    producer, consumer = plan._sources
+                    stack.append(consumer)
+                    stack.append(producer)
+            self._tensor_configs = tuple(flat)
+        return self._tensor_configs
+
+    def open_configs_without(self, tensor_id: int) -> tuple[TensorConfig, ...]:
+        """Open configs of tensors other than `tensor_id` (memoised: a plan waiting for a
+        tensor is merged with every producer plan of that tensor)."""
+        if self._open_without is None:
+            self._open_without = {}
+        found = self._open_without.get(tensor_id)
+        if found is None:
+            found = tuple(c for c in self.open_configs if c.tensor.id != tensor_id)
+            self._open_without[tensor_id] = found
+        return found
+
+    @property
+    def boundary_configs(self) -> tuple[TensorConfig, ...]:
+        """The distinct BOUNDARY configs among the plan's tensor configs, first-seen order."""
+        if self._boundary is None:
+            seen = dict.fromkeys(
+                c for c in self.tensor_configs if c.state == TensorConfigState.BOUNDARY
+            )
+            self._boundary = tuple(seen)
+        return self._boundary
+
+    def merge(self, consumer: Plan) -> Plan:
+        """This plan's INTERIOR output joined to the open plan `consumer` that reads it: the
+        configs concatenate, the joining config closes, memory and cycles add."""
+        joined = self.output_config
+        mine = self.open_configs
+        if joined in mine:
+            mine = tuple(c for c in mine if c is not joined)
+        return Plan(
+            None,
+            mine + consumer.open_configs_without(joined.tensor.id),
+            consumer.output_config,
+            self.part_group | consumer.part_group,
+            self.interior_region,
+            self.memory_usage + consumer.memory_usage,
+            self.cycles + consumer.cycles,
+            (self, consumer),
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "part_group": self.part_ids,
+            "memory_usage": self.memory_usage,
+            "cycles": self.cycles,
+            "output_config": self.output_config.to_json(),
+        }

@@ -1,0 +1,55 @@
+"""Proposal: a set of closed plans covering a part group, with its peak memory and cycles."""
+
+from __future__ import annotations
+
+from cascader.core.plan import Plan
+from cascader.core.tensor_config import TensorConfig
+
+
+class Proposal:
+    """Plans (in the order they were added) covering `part_group` (bitmask). `input_configs`
+    maps tensor id -> the BOUNDARY config of each tensor homed in the cascade region that the
+    plans still need from outside; `input_size` is their summed tensor size."""
+
+    __slots__ = (
+        "cascade_region",
+        "cycles",
+        "input_configs",
+        "input_size",
+        "memory_usage",
+        "part_group",
+        "plans",
+    )
+
+    def __init__(
+        self,
+        part_group: int,
+        plans: tuple[Plan, ...],
+        input_configs: dict[int, TensorConfig],
+        cascade_region: str,
+        memory_usage: int,
+        cycles: int,
+    ) -> None:
+        self.part_group = part_group
+        self.plans = plans
+        self.input_configs = input_configs
+        self.input_size = sum(c.tensor.size for c in input_configs.values())
+        self.cascade_region = cascade_region
+        self.memory_usage = memory_usage
+        self.cycles = cycles
+
+    def __repr__(self) -> str:
+        return (
+            f"Proposal(plans={len(self.plans)}, memory={self.memory_usage}, cycles={self.cycles})"
+        )
+
+    @property
+    def part_ids(self) -> list[int]:
+        return sorted(i for plan in self.plans for i in plan.part_ids)
+
+    def to_json(self) -> dict:
+        return {
+            "memory_usage": self.memory_usage,
+            "cycles": self.cycles,
+            "plans": [plan.to_json() for plan in self.plans],
+        }

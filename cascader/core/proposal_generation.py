@@ -1,0 +1,135 @@
+"""Proposal generation: dynamic programming over part groups, combining closed plans."""
+
+from __future__ import annotations
+
+from cascader.core.pareto import pareto_cull
+from cascader.core.plan import Plan
+from cascader.core.proposal import Proposal
+
+
+class _PlanUse:
+    """What adding one plan to a proposal needs, precomputed once per plan: its BOUNDARY
+    configs, which of them enter the proposal's inputs, and the tensors whose accounting it
+    changes."""
+
+    __slots__ = ("boundary", "homes", "out_tensor", "overrides", "plan", "touched")
+
+    def __init__(self, plan: Plan, cascade: str) -> None:
+        boundary = plan.boundary_configs
+        self.plan = plan
+        self.boundary = frozenset(boundary)
+        self.overrides = {c.tensor.id: c for c in boundary if c.home_region == cascade}
+        self.out_tensor = plan.output_config.tensor.id
+        self.homes = [(c.tensor.id, c.home_region) for c in boundary]
+        touched = {c.tensor.id: c.tensor.size for c in boundary}
+        touched[self.out_tensor] = plan.output_config.tensor.size
+        self.touched = tuple(touched.items())
+
+    def compatible(self, proposal: Proposal) -> bool:
+        """Disjoint parts, and no tensor homed differently by the plan and the proposal."""
+        if self.plan.part_group & proposal.part_group:
+            return False
+        configs = proposal.input_configs
+        for tensor_id, home in self.homes:
+            config = configs.get(tensor_id)
+            if config is not None and config.home_region != home:
+                return False
+        return True
+
+    def memory_with(self, proposal: Proposal) -> int:
+        """Peak memory after adding the plan: the plan's own memory plus every tensor the
+        proposal still holds that the plan does not account for itself, or the proposal's
+        earlier peak if higher."""
+        extra = proposal.input_size
+        configs = proposal.input_configs
+        for tensor_id, size in self.touched:
+            config = configs.get(tensor_id)
+            if config is not None and (
+                tensor_id in self.overrides
+                or tensor_id == self.out_tensor
+                or config in self.boundary
+            ):
+                extra -= size
+        return max(self.plan.memory_usage + extra, proposal.memory_usage)
+
+    def add_to(self, proposal: Proposal, memory: int) -> Proposal:
+        configs = dict(proposal.input_configs)
+        configs.update(self.overrides)
+        configs.pop(self.out_tensor, None)
+        return Proposal(
+            proposal.part_group | self.plan.part_group,
+            (*proposal.plans, self.plan),
+            configs,
+            proposal.cascade_region,
+            memory,
+            proposal.cycles + self.plan.cycles,
+        )
+
+
+def plans_by_part(
+    closed_plans: dict[int, list[Plan]], later_groups_first: bool = False
+) -> dict[int, list[Plan]]:
+    """Closed plans indexed by the highest part id in their group, the part the dynamic
+    programme covers next, groups in creation order. The original walked a hash map here, so
+    its order was unspecified; it decides which of two equal-cost proposals survives a cull.
+    `later_groups_first` gives the reverse order (see tests/core/test_golden.py)."""
+    indexed: dict[int, list[Plan]] = {}
+    for group, plans in closed_plans.items():
+        index = group.bit_length() - 1
+        if later_groups_first:
+            indexed[index] = list(plans) + indexed.get(index, [])
+        else:
+            indexed[index] = indexed.get(index, []) + list(plans)
+    return indexed
+
+
+def generate_proposals(
+    closed_plans: dict[int, list[Plan]],
+    all_parts: int,
+    cascade_region: str,
+    max_proposals: int,
+    disable_pareto: bool,
+    later_groups_first: bool = False,
+) -> list[Proposal]:
+    """Pareto-optimal proposals covering the part group `all_parts` (bitmask): the highest
+    part of a group is covered by one of its plans, the rest recursively, memoised per
+    residual group."""
+    uses = {
+        index: [_PlanUse(p, cascade_region) for p in plans if p.interior_region == cascade_region]
+        for index, plans in plans_by_part(closed_plans, later_groups_first).items()
+    }
+    memo: dict[int, list[Proposal]] = {0: [Proposal(0, (), {}, cascade_region, 0, 0)]}
+
+    def partial(group: int) -> list[Proposal]:
+        found = memo.get(group)
+        if found is not None:
+            return found
+        candidates: list[tuple[_PlanUse, Proposal]] = []
+        memory: list[int] = []
+        cycles: list[int] = []
+        for use in uses.get(group.bit_length() - 1, ()):
+            plan = use.plan
+            for residual in partial(group & ~plan.part_group):
+                if use.compatible(residual):
+                    candidates.append((use, residual))
+                    memory.append(use.memory_with(residual))
+                    cycles.append(residual.cycles + plan.cycles)
+        kept = pareto_cull(
+            list(range(len(candidates))), memory, cycles, max_proposals, disable_pareto
+        )
+        result = [candidates[i][0].add_to(candidates[i][1], memory[i]) for i in kept]
+        memo[group] = result
+        return result
+
+    return partial(all_parts)
+
+
+def choose_proposal(proposals: list[Proposal], region_size: int) -> int:
+    """Index of the proposal to use: the last (highest-memory, fewest-cycles) one whose memory
+    is below the region size, else the first (smallest). Deterministic: decided by index."""
+    if not proposals:
+        raise ValueError("there are no proposals to choose from")
+    for index in range(len(proposals) - 1, -1, -1):
+        if proposals[index].memory_usage < region_size:
+            return index
+    return 0

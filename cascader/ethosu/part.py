@@ -1,0 +1,180 @@
+"""EthosuPart: the cascader's cost of an NPU operation, from its list of valid block configs.
+
+TVM-free: the block configs (shapes and per-block cycles) come with the graph, so the cost is
+pure arithmetic. The single-precision truncations follow the original cost model exactly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from cascader.core.floats import f32
+from cascader.core.part import BufferMode, Part, PerformanceInfo
+from cascader.core.propagator import Propagator
+from cascader.core.stripe_config import StripeConfig
+from cascader.core.tensor import Tensor
+from cascader.ethosu.block_config import BlockConfig
+
+
+def _fit(values: tuple[int, ...], dims: int) -> np.ndarray:
+    """`values` cut or zero-padded to `dims` entries (block shapes can carry more axes than a
+    2-D output; the original read the missing entries as zero)."""
+    out = np.zeros(dims, dtype=np.int64)
+    n = min(dims, len(values))
+    out[:n] = values[:n]
+    return out
+
+
+class EthosuPart(Part):
+    """An NPU operation. Its cost for an output stripe shape uses the block config that reads
+    the fewest bytes per output element; that choice and its per-input byte counts are
+    memoised per stripe shape, computed for all block configs at once."""
+
+    kind = "ethosu"
+
+    def __init__(
+        self,
+        id: int,
+        inputs: list[Tensor],
+        output: Tensor,
+        propagators: list[Propagator],
+        output_quantum: tuple[int, ...],
+        subkernels: int,
+        block_configs: list[BlockConfig],
+        weight_tensor_idx: int = -1,
+        stripe_align_hint: tuple[int, ...] | None = None,
+        op: str = "",
+    ) -> None:
+        super().__init__(
+            id, inputs, output, propagators, stripe_align_hint or tuple(output_quantum)
+        )
+        if not block_configs:
+            raise ValueError(f"ethosu part {id} has no block configs")
+        self.output_quantum = tuple(output_quantum)
+        self.subkernels = int(subkernels)
+        self.block_configs = list(block_configs)
+        self.weight_tensor_idx = int(weight_tensor_idx)
+        self.op = op
+        # NHCWB16 outputs have 5 axes with width at 3; NHWC has width at 2.
+        self._height_idx, self._width_idx = (1, 3) if len(self.output_quantum) == 5 else (1, 2)
+        block_dims = max(len(b.output_shape) for b in self.block_configs)
+        self._block_out = np.array(
+            [_fit(b.output_shape, block_dims) for b in self.block_configs], dtype=np.int64
+        )
+        self._block_in_volume = np.array(
+            [math.prod(b.input_shape) for b in self.block_configs], dtype=np.int64
+        )
+        self._choices: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
+        self._infos: dict[tuple, PerformanceInfo] = {}
+
+    def _bytes_read(self, full: tuple[int, ...]) -> np.ndarray:
+        """Bytes each block config reads per input (rows: block configs, columns: inputs) to
+        produce one stripe of shape `full`, block by block; weights are re-read once per
+        spatial block."""
+        all_blocks = self._block_out
+        n_blocks, block_dims = all_blocks.shape
+        safe = np.where(all_blocks == 0, 1, all_blocks)
+        all_stripes = np.where(all_blocks == 0, 0, -(-_fit(full, block_dims) // safe))
+        out_dims = self.propagators[0].output_dims
+        blocks = np.zeros((n_blocks, out_dims), dtype=np.int64)
+        stripes = np.zeros((n_blocks, out_dims), dtype=np.int64)
+        used = min(out_dims, block_dims)
+        blocks[:, :used] = all_blocks[:, :used]
+        stripes[:, :used] = all_stripes[:, :used]
+        extent = _fit(full, out_dims)
+        result = np.zeros((n_blocks, len(self.propagators)), dtype=np.int64)
+        for i, (prop, tensor) in enumerate(zip(self.propagators, self.inputs, strict=True)):
+            lin, shift = prop._linear, prop._shift
+            in_shape = np.ceil(blocks @ lin.T + shift).astype(np.int64)
+            in_extent = np.ceil(lin @ extent + shift).astype(np.int64)
+            in_stride = np.trunc((blocks @ lin.T).astype(np.float32)).astype(np.int64)
+            in_stripes = stripes @ prop._nonzero.T
+            in_stripes[in_stripes == 0] = 1
+            start0 = np.asarray(prop.offset, dtype=np.int64)
+            k = np.arange(int(in_stripes.max()), dtype=np.int64)
+            start = start0[None, :, None] + k[None, None, :] * in_stride[:, :, None]
+            end = start + in_shape[:, :, None]
+            whole = (start >= 0) & (end <= in_extent[None, :, None]) & (in_stride[:, :, None] > 0)
+            edge = np.minimum(end, in_extent[None, :, None]) - np.maximum(start, 0)
+            size = np.where(whole, in_shape[:, :, None], np.maximum(edge, 0))
+            size = np.where(k[None, None, :] < in_stripes[:, :, None], size, 0)
+            result[:, i] = np.prod(size.sum(axis=2), axis=1) * tensor.dtype_bytes
+        if self.weight_tensor_idx != -1:
+            spatial = all_stripes[:, self._height_idx] * all_stripes[:, self._width_idx]
+            result[:, self.weight_tensor_idx] *= spatial
+        return result
+
+    def block_choice(self, shape: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
+        """Index of the block config used for stripes of `shape`, and the bytes per input it
+        reads per stripe. Cost = bytes read (input times subkernels, plus weights) per output
+        element, halved when the input stripe fits in two input blocks (single buffering)."""
+        found = self._choices.get(shape)
+        if found is not None:
+            return found
+        per_input = self._bytes_read(shape)
+        main = per_input[:, 0] * self.subkernels
+        other = per_input[:, 1] if per_input.shape[1] > 1 else 0
+        cost = (main + other).astype(np.float32) / np.float32(math.prod(shape))
+        in_shape = self.propagators[0].propagate_shapes(np.asarray([shape], dtype=np.float64))
+        single_buffered = math.prod(int(v) for v in in_shape[0]) <= 2 * self._block_in_volume
+        cost = np.where(single_buffered, cost / np.float32(2), cost)
+        best = int(np.argmin(cost))
+        found = (best, tuple(int(v) for v in per_input[best]))
+        self._choices[shape] = found
+        return found
+
+    def block_config(self, config: StripeConfig) -> BlockConfig:
+        return self.block_configs[self.block_choice(config.shape)[0]]
+
+    def performance_info(self, config: StripeConfig, mode: BufferMode) -> PerformanceInfo:
+        key = (config.shape, config.stripes, mode)
+        info = self._infos.get(key)
+        if info is None:
+            info = self._performance_info(config.shape, config.stripes, mode)
+            self._infos[key] = info
+        return info
+
+    def _performance_info(
+        self, shape: tuple[int, ...], stripes: tuple[int, ...], mode: BufferMode
+    ) -> PerformanceInfo:
+        best, per_stripe = self.block_choice(shape)
+        block = self.block_configs[best]
+        block_shape = block.output_shape
+        full = self.output.shape
+        num_blocks = 1.0
+        for i, size in enumerate(block_shape):
+            if mode == BufferMode.RECOMPUTE:
+                extent = shape[i] if i < len(shape) else 0
+                count = stripes[i] if i < len(stripes) else 0
+                factor = f32(f32(extent / size) * count)
+            else:
+                factor = f32((full[i] if i < len(full) else 0) / size)
+            num_blocks = f32(num_blocks * max(factor, 1.0))
+        num_stripes = f32(math.prod(stripes))
+        read_bytes = tuple(int(f32(num_stripes * f32(b))) for b in per_stripe)
+        write_bytes = int(
+            f32(f32(num_blocks * f32(math.prod(block_shape))) * self.output.dtype_bytes)
+        )
+        out_cycles, compute_cycles = block.output_cycles, block.compute_cycles
+        if out_cycles > compute_cycles:
+            cycles = int(f32(f32(out_cycles * num_blocks) + compute_cycles))
+        else:
+            cycles = int(f32(f32(compute_cycles * num_blocks) + out_cycles))
+        return PerformanceInfo(
+            cycles, read_bytes, write_bytes, tuple(block.input_shape), tuple(block_shape)
+        )
+
+    def to_json(self) -> dict:
+        data = super().to_json()
+        data.update(
+            {
+                "op": self.op,
+                "output_quantum": list(self.output_quantum),
+                "subkernels": self.subkernels,
+                "weight_tensor_idx": self.weight_tensor_idx,
+                "block_configs": [b.to_json() for b in self.block_configs],
+            }
+        )
+        return data

@@ -1,0 +1,72 @@
+"""Graph JSON round trip and validation messages that name the bad field."""
+
+import copy
+import json
+
+import pytest
+
+from cascader.core import GraphFormatError, cascade, graph_from_json, graph_to_json, load_graph
+from cascader.core.synthetic import GraphBuilder
+
+
+def _document():
+    builder = GraphBuilder()
+    x = builder.input(8, 8, 8)
+    y = builder.depthwise(builder.conv(x, 16), 3, 2)
+    return builder.build([builder.add(y, builder.conv(y, 16))], sram_size=65536)
+
+
+def test_round_trip_preserves_the_graph_and_its_results(tmp_path):
+    document = _document()
+    data = graph_to_json(document)
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(data))
+    again = load_graph(path)
+    assert graph_to_json(again) == data
+    first = cascade(document.graph, document.regions, document.home_map, document.options)
+    second = cascade(again.graph, again.regions, again.home_map, again.options)
+    assert first.to_json()["proposals"] == second.to_json()["proposals"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda d: d.update(format="other"), "format"),
+        (lambda d: d["tensors"][0].update(dtype="int7"), "tensors[0].dtype"),
+        (lambda d: d["tensors"][1].update(shape=[1, "a"]), "tensors[1].shape[1]"),
+        (lambda d: d["tensors"][0].update(size=3), "tensors[0].size"),
+        (
+            lambda d: d["parts"][0]["propagators"][0]["offset"].pop(),
+            "parts[0].propagators[0].offset",
+        ),
+        (lambda d: d["parts"][1].update(kind="gpu"), "parts[1].kind"),
+        (lambda d: d["parts"][1].update(output=999), "parts[1].output"),
+        (lambda d: d["parts"][1]["block_configs"].clear(), "parts[1].block_configs"),
+        (lambda d: d["regions"]["SRAM"].update(read_bandwidth=0), "regions.SRAM.read_bandwidth"),
+        (lambda d: d["home_map"].update({"0": ["DRAM"]}), "home_map.0"),
+        (lambda d: d["options"].update(max_plans=3), "options.max_plans"),
+        (lambda d: d["options"].update(max_proposals="many"), "options.max_proposals"),
+        (lambda d: d.update(colour="red"), "colour"),
+    ],
+)
+def test_validation_names_the_bad_field(edit, field):
+    data = copy.deepcopy(graph_to_json(_document()))
+    edit(data)
+    with pytest.raises(GraphFormatError) as error:
+        graph_from_json(data)
+    assert str(error.value).startswith(f"{field}:")
+
+
+def test_parts_out_of_order_are_rejected():
+    data = graph_to_json(_document())
+    data["parts"][0]["id"], data["parts"][1]["id"] = 1, 0
+    with pytest.raises(GraphFormatError, match=r"^parts: parts are not in reverse topological"):
+        graph_from_json(data)
+
+
+def test_unreadable_files(tmp_path):
+    with pytest.raises(GraphFormatError, match="cannot read"):
+        load_graph(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(GraphFormatError, match="not valid JSON"):
+        load_graph(tmp_path / "bad.json")
