@@ -11,15 +11,18 @@ from collections.abc import Sequence
 from cascader.core.errors import GraphFormatError
 from cascader.ethosu.errors import DeviceConfigError
 from cascader.flow.errors import ModelError
+from dse.defaults import (
+    DEFAULT_ACCELERATOR,
+    U55_MEMORY_MODE,
+    U55_SYSTEM_CONFIG,
+    U65_MEMORY_MODE,
+    U65_SYSTEM_CONFIG,
+)
 from dse.errors import EXIT_BAD_INPUT, DseError
 from dse.sizes import parse_size
 
 # Library errors that describe the user's input (a model, graph or device name): exit 2.
 _INPUT_ERRORS = (ModelError, DeviceConfigError, GraphFormatError)
-
-DEFAULT_ACCELERATOR = "ethos-u55-256"
-DEFAULT_SYSTEM_CONFIG = "Ethos_U55_High_End_Embedded"
-DEFAULT_MEMORY_MODE = "Shared_Sram"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -72,14 +75,13 @@ def _add_device_options(p: argparse.ArgumentParser, vela_ini_flag: str) -> None:
         "--system-config",
         default=None,
         metavar="NAME",
-        help=f"vela.ini system config (default {DEFAULT_SYSTEM_CONFIG}, "
-        "Ethos_U65_High_End for U65)",
+        help=f"vela.ini system config (default {U55_SYSTEM_CONFIG}, {U65_SYSTEM_CONFIG} for U65)",
     )
     g.add_argument(
         "--memory-mode",
         default=None,
         metavar="NAME",
-        help=f"vela.ini memory mode (default {DEFAULT_MEMORY_MODE}, Dedicated_Sram for U65)",
+        help=f"vela.ini memory mode (default {U55_MEMORY_MODE}, {U65_MEMORY_MODE} for U65)",
     )
     g.add_argument(
         vela_ini_flag,

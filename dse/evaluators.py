@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cascader.core.graph_json import GraphDocument
 from dse.errors import BadInput
-from dse.graph_evaluator import graph_evaluator
+from dse.graph_evaluator import GraphEvaluator, graph_evaluator
 from dse.objective import Evaluator
 from dse.study import StudySettings, file_sha256
 
@@ -27,11 +28,37 @@ def source_file(settings: StudySettings) -> Path:
     return path
 
 
+def model_document(settings: StudySettings, path: Path) -> GraphDocument:
+    """The model through the flow (import, partition, legalize) into a cascader graph with
+    the study's regions; the cascade region is resized per point."""
+    from cascader.ethosu.memory import system_memory
+    from cascader.flow.cascader_graph import (
+        build_cascader_graph,
+        graph_document,
+        model_npu_functions,
+    )
+    from cascader.flow.frontend import load_tflite
+    from cascader.flow.legalize import LegalizeError
+
+    memory = system_memory(
+        settings.accelerator,
+        settings.system_config,
+        settings.memory_mode,
+        settings.sram_max,
+        settings.vela_config,
+    )
+    try:
+        functions = model_npu_functions(load_tflite(path))
+    except LegalizeError as error:
+        raise BadInput(f"{path}: {error}") from None
+    graph = build_cascader_graph(functions, settings.accelerator)
+    if not graph.parts:
+        raise BadInput(f"{path}: no operator runs on the NPU, so there is nothing to explore")
+    return graph_document(graph, memory)
+
+
 def make_evaluator(settings: StudySettings) -> Evaluator:
     path = source_file(settings)
     if settings.source_kind == "graph":
         return graph_evaluator(path)
-    raise BadInput(
-        "sweeping a .tflite model needs the TVM flow, which is not implemented yet; "
-        "sweep a cascader graph with --graph G.json"
-    )
+    return GraphEvaluator(model_document(settings, path), str(path))

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from dse.defaults import system_defaults
 from dse.driver import make_sampler, run_parallel, run_trials
 from dse.errors import BadInput
 from dse.evaluators import make_evaluator
@@ -26,15 +27,16 @@ def settings_from_args(args: argparse.Namespace) -> StudySettings:
     path = Path(given)
     if not path.is_file():
         raise BadInput(f"{kind} file {given} not found; check the path")
-    u65 = args.accelerator_config.startswith("ethos-u65")
+    system_config, memory_mode = system_defaults(
+        args.accelerator_config, args.system_config, args.memory_mode
+    )
     return StudySettings(
         source_kind=kind,
         source_path=str(path.resolve()),
         source_sha256=file_sha256(path),
         accelerator=args.accelerator_config,
-        system_config=args.system_config
-        or ("Ethos_U65_High_End" if u65 else "Ethos_U55_High_End_Embedded"),
-        memory_mode=args.memory_mode or ("Dedicated_Sram" if u65 else "Shared_Sram"),
+        system_config=system_config,
+        memory_mode=memory_mode,
         vela_config=str(Path(args.vela_config).resolve()) if args.vela_config else None,
         sram_min=args.sram_min,
         sram_max=args.sram_max,
