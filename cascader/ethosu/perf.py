@@ -26,7 +26,7 @@ from ethosu.vela.npu_performance import (
     update_summary_cycles,
 )
 from ethosu.vela.numeric_util import round_up
-from ethosu.vela.tensor import BandwidthDirection, TensorPurpose
+from ethosu.vela.tensor import BandwidthDirection, MemArea, TensorPurpose
 
 from cascader.ethosu.device import EthosuDevice, get_device
 from cascader.ethosu.memory import SystemMemory
@@ -49,7 +49,9 @@ class ScheduledOp:
     """One NPU operation as scheduled: its stripes (Vela API ops, each with `block_config` set
     and, when it has weights, the encoded `weights`/`biases` address ranges it reads), the area
     of each tensor, and, when the weights are copied before use, the area they are copied from
-    (into `const_area`) and whether the copy is single- or double-buffered."""
+    (into `const_area`) and whether the copy is single- or double-buffered. An op with a
+    lookup-table activation whose table must first be DMA-copied into SHRAM gives the bytes
+    copied and the area they come from (0 when the table is already there)."""
 
     name: str
     stripes: tuple[NpuBlockOperation, ...]
@@ -59,16 +61,20 @@ class ScheduledOp:
     const_area: str | None = None
     weight_source_area: str | None = None
     weight_buffering: Literal["single", "double"] = "single"
+    lut_source_area: str | None = None
+    lut_bytes: int = 0
 
     def __post_init__(self) -> None:
         if not self.stripes:
             raise ValueError(f"scheduled op {self.name!r} has no stripes")
         for area in (self.ifm_area, self.ofm_area, self.ifm2_area, self.const_area,
-                     self.weight_source_area):  # fmt: skip
+                     self.weight_source_area, self.lut_source_area):  # fmt: skip
             if area is not None and area not in MEM_AREAS:
                 raise ValueError(f"unknown memory area {area!r}; areas: {', '.join(AREAS)}")
         if self.stripes[0].weights and self.const_area is None:
             raise ValueError(f"scheduled op {self.name!r} has weights but no const_area")
+        if self.lut_bytes and self.lut_source_area is None:
+            raise ValueError(f"scheduled op {self.name!r} copies a LUT but has no lut_source_area")
 
 
 @dataclass(frozen=True)
@@ -183,9 +189,12 @@ def _evaluate_op(
         desc = NpuOpDescription.from_npu_op(stripe)
         kind = desc.kind
         config = device.vela_block_config(desc, tuple(stripe.block_config))
+        ifm2 = stripe.ifm2
         query = performance_query(
             desc, config, op.ifm_area, op.ofm_area, op.ifm2_area,
             op.const_area if stripe.biases else None,
+            ifm2.data_type.size_in_bits() if ifm2 is not None else None,
+            ifm2.layout.name if ifm2 is not None else None,
         )  # fmt: skip
         cost = measure_cycle_cost(arch, desc.vela_op, desc.faf_op, query)
         access = measure_element_access(arch, query)
@@ -238,10 +247,8 @@ def _evaluate_op(
                 move(op.const_area, TensorPurpose.FSBias, BandwidthDirection.Read, bias_bytes,
                      None, 0, None, None, efficiency=False)  # fmt: skip
 
-    op_cycles = float(sum(stripe_cycles))
     npu_cycles, slack = _weight_copy_cycles(op, arch, bws, stripe_cycles, stripe_slices, prev_slack)
-    if not copied:
-        npu_cycles = op_cycles
+    npu_cycles += _lut_copy_cycles(op, arch, bws, 0.0 if copied else prev_slack)
     cycles = make_cycles_array()
     cycles[PassCycles.Npu] = npu_cycles
     update_summary_cycles(arch, scaled, cycles)
@@ -271,22 +278,28 @@ def _weight_copy_cycles(
 ) -> tuple[float, float]:
     """NPU cycles of an op whose weights are DMA-copied before use, and the slack it leaves for
     the next op's copy. The first slice's copy hides under the previous op; with double
-    buffering each later slice's copy runs under the compute of the one before (Vela's model)."""
+    buffering each later slice's copy runs under the compute of the one before (Vela's model).
+
+    A stripe whose weight ranges differ from the previous stripe's starts a new slice, copied
+    by one DMA: a copied slice is addressed by the buffer it lands in, so a double buffer's
+    slices alternate between two addresses and only a change, not a new address, marks one."""
     op_cycles = float(sum(stripe_cycles))
-    distinct: dict[tuple, int] = {}
+    transfers: list[int] = []
+    previous: tuple | None = None
     last_slice_cycles = 0.0
     for cycles, ranges in zip(stripe_cycles, stripe_slices, strict=False):
         key = tuple((r.region, r.address, r.length) for r in ranges)
-        if key not in distinct:
-            distinct[key] = sum(r.length for r in ranges)
+        if key and key != previous:
+            transfers.append(sum(r.length for r in ranges))
             last_slice_cycles = 0.0
+        previous = key
         last_slice_cycles += cycles
-    own_slack = last_slice_cycles if len(distinct) > 1 else op_cycles
-    if op.weight_source_area is None or not distinct:
+    own_slack = last_slice_cycles if len(transfers) > 1 else op_cycles
+    if op.weight_source_area is None or not transfers:
         return op_cycles, own_slack
     source, dest = MEM_AREAS[op.weight_source_area], MEM_AREAS[op.const_area]
-    total = sum(distinct.values())
-    first = round_up(next(iter(distinct.values())), 16)
+    total = sum(transfers)
+    first = round_up(transfers[0], 16)
     bws[source][TensorPurpose.Weights][BandwidthDirection.Read] += total
     bws[dest][TensorPurpose.Weights][BandwidthDirection.Write] += total
     full_copy = measure_mem2mem_cycles(arch, source, dest, total)
@@ -296,3 +309,15 @@ def _weight_copy_cycles(
     else:
         npu = op_cycles + full_copy - min(first_copy, prev_slack)
     return float(npu), own_slack
+
+
+def _lut_copy_cycles(op: ScheduledOp, arch, bws: np.ndarray, slack: float) -> float:
+    """NPU cycles the DMA of the op's lookup table into SHRAM adds: the part not hidden under
+    `slack` cycles of the previous op (none when the weight copy already used them). As in
+    Vela, the source read counts in the bytes moved but not in the area's access cycles."""
+    if not op.lut_bytes:
+        return 0.0
+    source = MEM_AREAS[op.lut_source_area]
+    bws[source][TensorPurpose.LUT][BandwidthDirection.Read] += op.lut_bytes
+    copy = measure_mem2mem_cycles(arch, source, MemArea.Shram, op.lut_bytes)
+    return float(max(copy - slack, 0.0))

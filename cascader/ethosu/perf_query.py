@@ -28,9 +28,12 @@ def performance_query(
     ofm_area: str = "sram",
     ifm2_area: str | None = None,
     const_area: str | None = None,
+    ifm2_bits: int | None = None,
+    ifm2_layout: str | None = None,
 ) -> PerformanceQuery:
     """A query for `op` run with block `config`; `const_area` is where the NPU reads its
-    scales and biases (None: the op has none)."""
+    scales and biases (None: the op has none). The second input's element size and layout
+    default to the first's; a constant operand (e.g. softmax's int32 shifts) often differs."""
     query = PerformanceQuery(op.block_type)
     query.ifm_shape = Shape4D.from_hwc(*op.ifm_shape)
     query.ifm_format = TensorFormat[op.ifm_layout]
@@ -38,9 +41,9 @@ def performance_query(
     query.ifm_bits = op.ifm_bits
     if op.ifm2_shape is not None:
         query.ifm2_shape = Shape4D.from_hwc(*op.ifm2_shape)
-        query.ifm2_format = query.ifm_format
+        query.ifm2_format = TensorFormat[ifm2_layout or op.ifm_layout]
         query.ifm2_memory_area = MEM_AREAS[ifm2_area or ifm_area]
-        query.ifm2_bits = op.ifm_bits
+        query.ifm2_bits = ifm2_bits or op.ifm_bits
     query.ofm_shape = Shape4D.from_hwc(*op.ofm_shape)
     query.ofm_format = TensorFormat[op.ofm_layout]
     query.ofm_memory_area = MEM_AREAS[ofm_area]

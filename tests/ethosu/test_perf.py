@@ -10,10 +10,14 @@ from ethosu.vela.api import (
     NpuAccelerator,
     NpuAddressRange,
     NpuBlockTraversal,
+    NpuDataType,
+    NpuLayout,
     NpuShape3D,
     npu_encode_bias,
     npu_encode_weights,
 )
+from ethosu.vela.npu_performance import measure_mem2mem_cycles
+from ethosu.vela.tensor import MemArea
 
 from cascader.ethosu.device import get_device
 from cascader.ethosu.memory import system_memory
@@ -153,3 +157,67 @@ def test_activations_in_dram_cost_more_than_in_sram_on_u65():
 def test_unknown_areas_are_refused():
     with pytest.raises(ValueError, match="unknown memory area"):
         ScheduledOp("add", (_stripe(ADD),), ifm_area="l2")
+
+
+def _sliced_conv(addresses):
+    """CONV in four OFM-depth slices whose copied weights land at `addresses` (cycled)."""
+    slices = _weight_ranges(CONV, depth_slices=4)
+    bounds = np.array_split(np.arange(CONV.ofm_shape[2]), 4)
+    stripes = []
+    for index, ((w, b), channels) in enumerate(zip(slices, bounds, strict=True)):
+        base = addresses[index % len(addresses)]
+        moved = ([NpuAddressRange(0, base + b[0].length, w[0].length)],
+                 [NpuAddressRange(0, base, b[0].length)])  # fmt: skip
+        part = dataclasses.replace(CONV, ofm_shape=(56, 56, len(channels)))
+        stripes.append(_stripe(part, moved))
+    copied = sum(w[0].length + b[0].length for w, b in slices)
+    return tuple(stripes), copied
+
+
+def test_every_slice_of_a_double_buffer_is_copied_though_two_addresses_repeat():
+    """A double buffer's slices alternate between its two halves; each change is a DMA."""
+    memory = system_memory(ACCEL, *U55, 1 << 20)
+    reports = {}
+    for layout, halves in (("alternating", (0, 1)), ("distinct", (0, 1, 2, 3))):
+        stripes, copied = _sliced_conv([half << 16 for half in halves])
+        op = ScheduledOp("conv", stripes, const_area="sram", weight_source_area="offchip_flash",
+                         weight_buffering="double")  # fmt: skip
+        reports[layout] = evaluate([op], memory).ops[0]
+        assert reports[layout].bytes_read["offchip_flash"] == copied
+    assert reports["alternating"].npu_cycles == reports["distinct"].npu_cycles
+
+
+def test_a_second_input_is_read_at_its_own_element_size_and_layout():
+    memory = system_memory(ACCEL, *U55, 1 << 20)
+
+    def ifm2_from_flash(dtype, layout):
+        op = _stripe(ADD)
+        op.ifm2.data_type, op.ifm2.layout = dtype, layout
+        return evaluate([ScheduledOp("add", (op,), ifm2_area="offchip_flash")], memory).ops[0]
+
+    int8 = ifm2_from_flash(NpuDataType.INT8, NpuLayout.NHWC)
+    int16 = ifm2_from_flash(NpuDataType.INT16, NpuLayout.NHWC)
+    assert int8.bytes_read["offchip_flash"] == 56 * 56 * 24
+    assert int16.bytes_read["offchip_flash"] == 2 * 56 * 56 * 24
+    brick = ifm2_from_flash(NpuDataType.INT8, NpuLayout.NHCWB16)
+    assert brick.access_cycles["offchip_flash"] != int8.access_cycles["offchip_flash"]
+
+
+def test_a_lookup_table_copy_costs_its_dma_unless_the_previous_op_hides_it():
+    memory = system_memory(ACCEL, *U55, 1 << 20)
+    tanh = _stripe(dataclasses.replace(ADD, activation="TANH"))
+    plain = ScheduledOp("add", (tanh,))
+    with_lut = dataclasses.replace(plain, lut_source_area="offchip_flash", lut_bytes=1024)
+    dma = measure_mem2mem_cycles(memory.arch, MemArea.OffChipFlash, MemArea.Shram, 1024)
+
+    alone, first = evaluate([plain], memory).ops[0], evaluate([with_lut], memory).ops[0]
+    assert first.npu_cycles == alone.npu_cycles + dma
+    assert first.bytes_read["offchip_flash"] == 1024
+    assert first.access_cycles == alone.access_cycles
+
+    conv = _schedule()[0]
+    after_conv = evaluate([conv, with_lut], memory).ops[1]
+    assert after_conv.npu_cycles == alone.npu_cycles
+
+    with pytest.raises(ValueError, match="no lut_source_area"):
+        ScheduledOp("add", (tanh,), lut_bytes=1024)
