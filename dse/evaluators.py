@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cascader.core.graph_json import GraphDocument
 from dse.errors import BadInput
 from dse.graph_evaluator import GraphEvaluator, graph_evaluator
 from dse.objective import Evaluator
@@ -28,7 +27,7 @@ def source_file(settings: StudySettings) -> Path:
     return path
 
 
-def model_document(settings: StudySettings, path: Path) -> GraphDocument:
+def model_evaluator(settings: StudySettings, path: Path) -> GraphEvaluator:
     """The model through the flow (import, partition, legalize) into a cascader graph with
     the study's regions; the cascade region is resized per point."""
     from cascader.ethosu.memory import system_memory
@@ -54,11 +53,11 @@ def model_document(settings: StudySettings, path: Path) -> GraphDocument:
     graph = build_cascader_graph(functions, settings.accelerator)
     if not graph.parts:
         raise BadInput(f"{path}: no operator runs on the NPU, so there is nothing to explore")
-    return graph_document(graph, memory)
+    return GraphEvaluator(graph_document(graph, memory), str(path), memory.core_clock_hz)
 
 
 def make_evaluator(settings: StudySettings) -> Evaluator:
     path = source_file(settings)
     if settings.source_kind == "graph":
         return graph_evaluator(path)
-    return GraphEvaluator(model_document(settings, path), str(path))
+    return model_evaluator(settings, path)

@@ -21,8 +21,9 @@ class GraphEvaluator:
     """Scores points on one graph. The graph document must define regions and a home map
     (as `dse graph` and the golden graphs do); the pool size replaces the cascade region's."""
 
-    def __init__(self, document: GraphDocument, source: str) -> None:
+    def __init__(self, document: GraphDocument, source: str, clock_hz: float | None = None) -> None:
         self.source = source
+        self.clock_hz = clock_hz
         self.document = document
         if document.regions is None or document.home_map is None:
             raise BadInput(
@@ -54,6 +55,7 @@ class GraphEvaluator:
             "sram_used_bytes": int(chosen.memory_usage),
             "total_cycles": int(chosen.cycles),
             "npu_cycles": int(chosen.cycles),
+            "inference_time_s": chosen.cycles / self.clock_hz if self.clock_hz else None,
             "bytes": {},
             "proposals": len(result.proposals),
             "chosen_index": result.chosen_index,

@@ -71,19 +71,21 @@ class EthosUOperatorConverter(OperatorConverter):
         converter multiplies the unflattened input. Flatten when the last axis is not the
         reduction, and give the result the output tensor's shape either way."""
         src, weight = self.get_input_tensors(op)[:2]
-        n_inputs = int(self.get_tensor_shape(weight)[1])
+        n_units, n_inputs = (int(v) for v in self.get_tensor_shape(weight))
         in_shape = [int(v) for v in self.get_tensor_shape(src)]
         if in_shape[-1] != n_inputs:
-            flat = (int(np.prod(in_shape)) // n_inputs, n_inputs)
+            in_shape = [int(np.prod(in_shape)) // n_inputs, n_inputs]
             self._input_override = (
                 src.tensor_idx,
-                relax.op.reshape(super().get_tensor_expr(src), flat),
+                relax.op.reshape(super().get_tensor_expr(src), in_shape),
             )
         try:
             out = super().convert_fully_connected(op)
         finally:
             self._input_override = None
         out_shape = [int(v) for v in self.get_tensor_shape(self.get_output_tensors(op)[0])]
+        if in_shape[:-1] + [n_units] == out_shape:
+            return out
         return relax.op.reshape(out, out_shape)
 
     def _same_qnn(self, lhs, rhs) -> bool:

@@ -3,7 +3,8 @@
 Each composite's QDQ subgraph is read back into integers: tensor (scale, zero point),
 per-channel (bias, multiplier, shift) from Vela's `quantise_scale`, kernels in OHWI, clamps in
 quantised units, LUTs tabulated from the op's real function. Tensors inside int8-only
-composites (pooling, reshape) take the quantisation of the tensor they copy.
+composites (pooling, reshape, pad, slices) take the quantisation of the tensor they copy.
+Softmax and mean expand to several primitive ops, as Vela rewrites them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import tvm
 from ethosu.vela.scaling import quantise_scale
 from tvm import relax
 
+from cascader.flow.mean import legalize_mean
 from cascader.flow.npu_ops import (
     Activation,
     BinaryElementwise,
@@ -33,6 +35,9 @@ from cascader.flow.npu_ops import (
     UnaryElementwise,
 )
 from cascader.flow.partition import CODEGEN
+from cascader.flow.resize import ResizeNotSupported, legalize_resize
+from cascader.flow.softmax import legalize_softmax
+from cascader.flow.transpose_conv import transpose_conv_geometry
 
 UNKNOWN_QUANT = Quant(scale=float("nan"), zero_point=0)
 
@@ -50,6 +55,7 @@ class _Composite:
     def __init__(self, func: relax.Function, arg_names: list[str], out_name: str):
         self.kind = str(func.attrs["Composite"]).removeprefix(f"{CODEGEN}.")
         self.out_name = out_name
+        self.item_names: dict[int, str] = {}  # tuple outputs (split): index -> tensor name
         self.value: dict[relax.Var, relax.Expr] = {}
         for block in func.body.blocks:
             for binding in block.bindings:
@@ -148,9 +154,16 @@ def _conv_like(c: _Composite) -> Conv2D:
     raw = c.const(_unpermuted(c, weight_dq.args[0])).astype(np.int8)
     w_scales = np.ravel(c.const(weight_dq.args[1])).astype(np.float64)
     w_zp = int(np.ravel(c.const(weight_dq.args[2]))[0])
+    upscale = "NONE"
+    ifm_expr = c.resolve(ifm_dq.args[0])
     if c.kind == "fully_connected":
         weights = raw.reshape(raw.shape[0], 1, 1, raw.shape[1])  # (O, I) -> OHWI
         kernel, padding = Kernel(1, 1), Padding()
+    elif c.kind == "transpose_conv2d":
+        strides = tuple(int(s) for s in c.call("nn.conv2d_transpose").attrs.strides)
+        weights, kernel, padding, upscale = transpose_conv_geometry(
+            raw, strides, _shape(ifm_expr), _shape(quantize)
+        )
     else:
         conv = c.call("nn.conv2d")
         # conv2d weights arrive HWIO; depthwise as TFLite's 1HWC (one input channel each).
@@ -168,10 +181,9 @@ def _conv_like(c: _Composite) -> Conv2D:
     pairs = [quantise_scale(ifm_q.scale * float(ws) / ofm_q.scale) for ws in w_scales]
     multipliers = np.array([p[0] for p in pairs], np.int32)
     shifts = np.array([p[1] for p in pairs], np.int32)
-    ifm_expr = c.resolve(ifm_dq.args[0])
     return Conv2D(
         name=c.out_name,
-        kind=c.kind,
+        kind="conv2d" if c.kind == "transpose_conv2d" else c.kind,
         ifm=_tensor(c.input_name(ifm_dq), ifm_expr, ifm_q),
         ofm=_tensor(c.out_name, quantize, ofm_q),
         kernel=kernel,
@@ -182,6 +194,7 @@ def _conv_like(c: _Composite) -> Conv2D:
         multipliers=multipliers,
         shifts=shifts,
         activation=_int8_clamp(c),
+        upscale=upscale,
     )
 
 
@@ -198,24 +211,15 @@ def _is_weight(c: _Composite, dq: relax.Call) -> bool:
     return isinstance(data, tvm.ir.GenericConst) and str(data.value.dtype) == "int8"
 
 
+def _mean(c: _Composite) -> list[NpuOp]:
+    mean, dq, quantize = c.call("mean"), c.call("dequantize"), c.call("quantize")
+    ifm_expr = c.resolve(dq.args[0])
+    ifm = _tensor(c.input_name(ifm_expr), ifm_expr, c.quant(dq))
+    ofm = _tensor(c.out_name, quantize, c.quant(quantize))
+    return legalize_mean(c.out_name, ifm, ofm, [int(a) for a in mean.attrs.axis])
+
+
 def _pool(c: _Composite, quant_of: dict[str, Quant]) -> Pooling:
-    if c.kind == "mean":
-        mean = c.call("mean")
-        axes = sorted(int(a) for a in mean.attrs.axis)
-        ifm_expr = c.resolve(c.call("dequantize").args[0])
-        if axes != [1, 2] or len(_shape(ifm_expr)) != 4:
-            raise LegalizeError(f"mean over axes {axes} has no NPU pooling form")
-        ifm_q, ofm_q = c.quant(c.call("dequantize")), c.quant(c.call("quantize"))
-        h, w = _shape(ifm_expr)[1:3]
-        return Pooling(
-            c.out_name,
-            "AVG",
-            _tensor(c.input_name(ifm_expr), ifm_expr, ifm_q),
-            NpuTensor(c.out_name, (1, 1, 1, _shape(ifm_expr)[3]), ofm_q),
-            Kernel(h, w),
-            Padding(),
-            Activation(),
-        )
     pool = c.call("nn.max_pool2d" if c.kind == "max_pool2d" else "nn.avg_pool2d")
     ifm_name = c.input_name(pool.args[0])
     quant = quant_of.get(ifm_name, UNKNOWN_QUANT)
@@ -308,40 +312,189 @@ def _identity(c: _Composite, quant_of: dict[str, Quant]) -> Identity:
     )
 
 
-def _legalize_composite(c: _Composite, quant_of: dict[str, Quant]) -> NpuOp:
-    if c.kind in ("conv2d", "depthwise_conv2d", "fully_connected"):
-        return _conv_like(c)
-    if c.kind in ("max_pool2d", "avg_pool2d", "mean"):
-        return _pool(c, quant_of)
+def _softmax(c: _Composite) -> list[NpuOp]:
+    dq, quantize = c.call("dequantize"), c.call("quantize")
+    ifm_expr = c.resolve(dq.args[0])
+    ifm = _tensor(c.input_name(ifm_expr), ifm_expr, c.quant(dq))
+    return legalize_softmax(c.out_name, ifm, _tensor(c.out_name, quantize, c.quant(quantize)))
+
+
+# ---- data movement: block copies between regions of tensors ----------------------------------
+
+
+def _copy(name: str, ifm: NpuTensor, ofm: NpuTensor, **block) -> Identity:
+    """A block copy; it requantizes when the two tensors' quantisations differ."""
+    operator = "COPY" if ifm.quant == ofm.quant else "REQUANTIZE"
+    return Identity(name, operator, ifm, ofm, **block)
+
+
+def _int8_input(c: _Composite, quant_of: dict[str, Quant]) -> tuple[relax.Call, NpuTensor]:
+    """The composite's one op and its int8 input, quantised as known (NaN until propagated)."""
+    op = next(iter(c.calls.values()))[0]
+    ifm_expr = c.resolve(op.args[0])
+    name = c.input_name(ifm_expr)
+    return op, _tensor(name, ifm_expr, quant_of.get(name, UNKNOWN_QUANT))
+
+
+def _pad(c: _Composite, quant_of: dict[str, Quant]) -> Identity:
+    pad, ifm = _int8_input(c, quant_of)
+    widths = [int(p) for p in pad.attrs.pad_width]
+    return Identity(
+        c.out_name,
+        "COPY",
+        ifm,
+        _tensor(c.out_name, pad, ifm.quant),
+        region=ifm.shape,
+        ofm_offset=tuple(widths[0::2]),
+        ofm_fill=int(float(pad.attrs.pad_value)),
+    )
+
+
+def _strided_slice(c: _Composite, quant_of: dict[str, Quant]) -> Identity:
+    op, ifm = _int8_input(c, quant_of)
+    ofm_shape = _shape(op)
+    begin, stride = [0] * len(ifm.shape), [1] * len(ifm.shape)
+    fields = [[int(v.value) for v in arg.fields] for arg in op.args[1:5]]
+    axes, begins, ends = fields[:3]
+    steps = fields[3] if len(fields) > 3 else [1] * len(axes)
+    for axis, b, e, st in zip(axes, begins, ends, steps, strict=True):
+        begin[axis], _, stride[axis] = slice(b, e, st).indices(ifm.shape[axis])
+    ofm = NpuTensor(c.out_name, ofm_shape, ifm.quant)
+    return Identity(
+        c.out_name,
+        "COPY",
+        ifm,
+        ofm,
+        region=ofm_shape,
+        ifm_offset=tuple(begin),
+        ifm_strides=tuple(stride),
+    )
+
+
+def _split(c: _Composite, quant_of: dict[str, Quant]) -> list[Identity]:
+    op, ifm = _int8_input(c, quant_of)
+    axis = int(op.attrs.axis) % len(ifm.shape)
+    copies, start = [], 0
+    for i, part in enumerate(op.ty.fields):
+        shape = tuple(int(d) for d in part.shape)
+        name = c.item_names.get(i, f"{c.out_name}_{i}")
+        offset = tuple(start if a == axis else 0 for a in range(len(shape)))
+        ofm = NpuTensor(name, shape, ifm.quant)
+        copies.append(Identity(name, "COPY", ifm, ofm, region=shape, ifm_offset=offset))
+        start += shape[axis]
+    return copies
+
+
+def _concatenate(c: _Composite) -> list[Identity]:
+    concat, quantize = c.call("concat"), c.call("quantize")
+    ofm = _tensor(c.out_name, quantize, c.quant(quantize))
+    axis = int(concat.attrs.axis) % len(ofm.shape)
+    copies, start = [], 0
+    for dq in concat.args[0].fields:
+        dq = c.resolve(dq)
+        ifm_expr = c.resolve(dq.args[0])
+        ifm = _tensor(c.input_name(ifm_expr), ifm_expr, c.quant(dq))
+        offset = tuple(start if a == axis else 0 for a in range(len(ofm.shape)))
+        name = f"{c.out_name}_{len(copies)}" if copies else c.out_name
+        copies.append(_copy(name, ifm, ofm, region=ifm.shape, ofm_offset=offset))
+        start += ifm.shape[axis]
+    return copies
+
+
+def _resize(c: _Composite, quant_of: dict[str, Quant]) -> list[NpuOp]:
+    resize = c.call("image.resize2d")
+    attrs = resize.attrs
+    mode = str(attrs.coordinate_transformation_mode)
+    bilinear = str(attrs.method) == "linear"
+    if bilinear:
+        dq, quantize = c.call("dequantize"), c.call("quantize")
+        ifm_expr = c.resolve(dq.args[0])
+        ifm = _tensor(c.input_name(ifm_expr), ifm_expr, c.quant(dq))
+        ofm = _tensor(c.out_name, quantize, c.quant(quantize))
+    else:
+        _, ifm = _int8_input(c, quant_of)
+        ofm = _tensor(c.out_name, resize, ifm.quant)
+    try:
+        return legalize_resize(
+            c.out_name, ifm, ofm, bilinear, mode == "align_corners", mode == "half_pixel"
+        )
+    except ResizeNotSupported as e:
+        raise LegalizeError(f"{c.kind}: {e} has no NPU primitive op yet") from e
+
+
+def _legalize_composite(c: _Composite, quant_of: dict[str, Quant]) -> list[NpuOp]:
+    """The primitive ops of one composite (one op, or several for softmax and friends)."""
+    if c.kind in ("conv2d", "depthwise_conv2d", "fully_connected", "transpose_conv2d"):
+        return [_conv_like(c)]
+    if c.kind in ("max_pool2d", "avg_pool2d"):
+        return [_pool(c, quant_of)]
+    if c.kind == "mean":
+        return _mean(c)
     if c.kind in _BINARY:
-        return _binary(c)
+        return [_binary(c)]
     if c.kind in ("sigmoid", "tanh", "hard_swish", "leaky_relu"):
-        return _lut(c)
+        return [_lut(c)]
     if c.kind in ("reshape", "requantize"):
-        return _identity(c, quant_of)
+        return [_identity(c, quant_of)]
+    if c.kind == "softmax":
+        return _softmax(c)
+    if c.kind == "pad":
+        return [_pad(c, quant_of)]
+    if c.kind == "strided_slice":
+        return [_strided_slice(c, quant_of)]
+    if c.kind == "split":
+        return list(_split(c, quant_of))
+    if c.kind == "concatenate":
+        return list(_concatenate(c))
+    if c.kind == "resize":
+        return _resize(c, quant_of)
     raise LegalizeError(f"composite {CODEGEN}.{c.kind} has no NPU primitive op yet")
 
 
 # ---- functions and module -------------------------------------------------------------------
 
 
+class _TensorNames:
+    """Unique tensor names for Relax variables: name hints repeat ("lv" for every composite
+    output), so later duplicates get a suffix, as the TVMScript printer numbers them."""
+
+    def __init__(self):
+        self.of: dict[relax.Var, str] = {}
+        self.used: set[str] = set()
+
+    def __call__(self, var: relax.Var) -> str:
+        if var not in self.of:
+            name, n = var.name, 0
+            while name in self.used:
+                n += 1
+                name = f"{var.name}_{n}"
+            self.used.add(name)
+            self.of[var] = name
+        return self.of[var]
+
+
 def _composites(func: relax.Function) -> tuple[list[_Composite], list[str], list[str]]:
     """The composites of one external function in binding (topological) order."""
-    inputs = [p.name for p in func.params]
+    name = _TensorNames()
+    inputs = [name(p) for p in func.params]
     local: dict[relax.Var, relax.Function] = {}
     composites: list[_Composite] = []
+    producer: dict[relax.Var, _Composite] = {}
     for block in func.body.blocks:
         for binding in block.bindings:
             value = binding.value
             if isinstance(value, relax.Function):
                 local[binding.var] = value
             elif isinstance(value, relax.Call) and value.op in local:
-                args = [a.name for a in value.args]
-                composites.append(_Composite(local[value.op], args, binding.var.name))
+                args = [name(a) for a in value.args]
+                composites.append(_Composite(local[value.op], args, name(binding.var)))
+                producer[binding.var] = composites[-1]
+            elif isinstance(value, relax.TupleGetItem) and value.tuple_value in producer:
+                producer[value.tuple_value].item_names[int(value.index)] = name(binding.var)
     body = func.body.body
-    outputs = [f.name for f in body.fields] if isinstance(body, relax.Tuple) else []
+    outputs = [name(f) for f in body.fields] if isinstance(body, relax.Tuple) else []
     if isinstance(body, relax.Var):
-        outputs = [body.name]
+        outputs = [name(body)]
     return composites, inputs, outputs
 
 
@@ -358,13 +511,12 @@ def _known_quants(composites: list[_Composite]) -> dict[str, Quant]:
 
 
 def _propagate_copies(ops: list[NpuOp], quant_of: dict[str, Quant]) -> list[NpuOp]:
-    """Int8 copies (pooling, reshape) carry their neighbour's quantisation both ways."""
+    """Int8 copies (max pooling, reshape, pad, slices, nearest resize) carry their
+    neighbour's quantisation both ways."""
     for _ in range(len(ops)):
         changed = False
         for i, op in enumerate(ops):
-            if not (isinstance(op, Identity) and op.operator == "RESHAPE") and not (
-                isinstance(op, Pooling) and op.ifm.quant is op.ofm.quant
-            ):
+            if op.ifm.quant is not op.ofm.quant:  # only int8 copies share one Quant
                 continue
             if not np.isnan(op.ifm.quant.scale):
                 continue
@@ -395,7 +547,7 @@ def legalize(mod: tvm.IRModule) -> list[NpuFunction]:
     for name, func in ethosu_functions(mod):
         composites, inputs, outputs = _composites(func)
         quant_of = _known_quants(composites)
-        ops = [_legalize_composite(c, quant_of) for c in composites]
+        ops = [op for c in composites for op in _legalize_composite(c, quant_of)]
         ops = _propagate_copies(ops, quant_of)
         functions.append(NpuFunction(name, tuple(inputs), tuple(outputs), tuple(ops)))
     return functions
@@ -444,7 +596,8 @@ def _rewire(op: NpuOp, renamed: dict[str, NpuTensor]) -> NpuOp:
 
 def choose_layouts(function: NpuFunction) -> NpuFunction:
     """NHCWB16 for tensors only NPU ops of this function read (as the original
-    LayoutOptimizer did); function inputs/outputs and reshaped tensors stay NHWC."""
+    LayoutOptimizer did); function inputs/outputs and reshaped or reshape-viewed tensors stay
+    NHWC."""
     consumers: dict[str, list[NpuOp]] = {}
     for op in function.ops:
         for slot in ("ifm", "ifm2"):
@@ -452,9 +605,16 @@ def choose_layouts(function: NpuFunction) -> NpuFunction:
             if tensor is not None:
                 consumers.setdefault(tensor.name, []).append(op)
     keep_nhwc = set(function.inputs) | set(function.outputs)
+    shapes: dict[str, set[tuple[int, ...]]] = {}
     for op in function.ops:
         if isinstance(op, Identity):
             keep_nhwc.update((op.ifm.name, op.ofm.name))
+        for slot in ("ifm", "ifm2", "ofm"):
+            tensor = getattr(op, slot, None)
+            if tensor is not None:
+                shapes.setdefault(tensor.name, set()).add(tensor.shape)
+    # A tensor some op reads under another shape (softmax, mean views) is a reshape in place.
+    keep_nhwc.update(name for name, seen in shapes.items() if len(seen) > 1)
     brick = {
         op.ofm.name
         for op in function.ops

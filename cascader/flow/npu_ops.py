@@ -44,6 +44,7 @@ class Activation:
     clamp_max: int = 127
     lut: tuple[int, ...] = ()
     function: str = ""  # the LUT's real function, e.g. "sigmoid"
+    lut_dtype: str = "int8"  # int8, or int32 (softmax's exp table: 256 int32 entries)
 
 
 @dataclass(frozen=True)
@@ -81,39 +82,58 @@ class Conv2D:
     shifts: np.ndarray = field(repr=False)  # int per OFM channel
     activation: Activation
     op_family: str = "conv2d"
+    # A block of the IFM read at an offset (MEAN split into several sums); () = whole IFM.
+    ifm_offset: tuple[int, ...] = ()
+    ifm_region: tuple[int, ...] = ()
+    # How the NPU upscales the IFM on read: ZEROS inserts zeros (transpose conv, stride 2),
+    # NEAREST repeats each element (resize); the kernel then runs at stride 1 over the result.
+    upscale: str = "NONE"  # NONE | ZEROS | NEAREST
 
 
 @dataclass(frozen=True)
 class Pooling:
-    """max or average pooling; MEAN over H and W legalizes to an average pool."""
+    """max, average or sum pooling; MEAN over H and W legalizes to an average pool, a reduce
+    sum over channels (softmax) to a 1x1 SUM pool with one output channel."""
 
     name: str
-    pool_type: str  # MAX | AVG
+    pool_type: str  # MAX | AVG | SUM
     ifm: NpuTensor
     ofm: NpuTensor
     kernel: Kernel
     padding: Padding
     activation: Activation
     op_family: str = "pooling"
+    upscale: str = "NONE"  # NONE | NEAREST (resize: each IFM element read 2x2 times)
+    rounding: str = "TFL"  # TFL | NATURAL (Vela rounds resize averages half up)
 
 
 @dataclass(frozen=True)
 class BinaryElementwise:
+    """Two-operand elementwise op. A scalar operand is a (1, 1, 1, 1) constant tensor whose
+    value is `ifm_scalar` / `ifm2_scalar`. `rescale`, when set, is the output scaling
+    (multiplier, shift) Vela programs for this op (its explicit or "no scaling" cases), so the
+    integer arithmetic does not depend on the tensors' nominal scales."""
+
     name: str
-    operator: str  # ADD | SUB | MUL | MIN | MAX
+    operator: str  # ADD | SUB | MUL | MIN | MAX | SHL | SHR
     ifm: NpuTensor
     ifm2: NpuTensor
     ofm: NpuTensor
     activation: Activation
     op_family: str = "binary_elementwise"
+    ifm_scalar: int | None = None
+    ifm2_scalar: int | None = None
+    rescale: tuple[int, int] | None = None
+    rounding: str = "TFL"  # TFL | HALF_UP (Vela's RoundingMode)
 
 
 @dataclass(frozen=True)
 class UnaryElementwise:
-    """A table lookup (sigmoid, tanh, hard swish, leaky relu) over every element."""
+    """A table lookup (sigmoid, tanh, hard swish, leaky relu) or a count of leading zeros
+    (softmax's normalisation) over every element."""
 
     name: str
-    operator: str  # LUT
+    operator: str  # LUT | CLZ
     ifm: NpuTensor
     ofm: NpuTensor
     activation: Activation
@@ -122,13 +142,25 @@ class UnaryElementwise:
 
 @dataclass(frozen=True)
 class Identity:
-    """Reshape (free between NPU ops) or requantize (a rescaling copy)."""
+    """Reshape (free between NPU ops), requantize (a rescaling copy) or a block copy.
+
+    A block copy (COPY, or REQUANTIZE when the quantisations differ) moves a `region`-shaped
+    block read from the IFM at `ifm_offset` (stepping by `ifm_strides`) to the OFM at
+    `ofm_offset`: concatenate writes each input into its slice of the OFM, split and
+    strided_slice read a slice of the IFM, pad writes the IFM into an OFM whose every other
+    element holds `ofm_fill` (the zero point). Empty tuples mean the whole tensor, offset 0,
+    stride 1."""
 
     name: str
-    operator: str  # RESHAPE | REQUANTIZE
+    operator: str  # RESHAPE | REQUANTIZE | COPY
     ifm: NpuTensor
     ofm: NpuTensor
     op_family: str = "identity"
+    region: tuple[int, ...] = ()
+    ifm_offset: tuple[int, ...] = ()
+    ifm_strides: tuple[int, ...] = ()
+    ofm_offset: tuple[int, ...] = ()
+    ofm_fill: int | None = None
 
 
 NpuOp = Conv2D | Pooling | BinaryElementwise | UnaryElementwise | Identity

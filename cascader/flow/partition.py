@@ -17,6 +17,7 @@ from tvm.relax.dpl import DFPattern, is_const, is_op, is_tuple, wildcard
 from tvm.relax.transform import FusionPattern, PatternCheckContext
 
 from cascader.flow import vela_constraints as vc
+from cascader.flow.softmax import softmax_fits
 
 CODEGEN = "ethos-u"
 _MAX_CONCAT_INPUTS = 8
@@ -199,6 +200,22 @@ def _check_mean(ctx: PatternCheckContext) -> bool:
     ifm = _shape(ctx.annotated_expr["ifm"])
     axes = [int(a) for a in mean.attrs.axis] if mean.attrs.axis is not None else []
     return bool(axes) and vc.dims_in_range(ifm) and vc.mean_fits(ifm, axes)
+
+
+def _check_softmax(ctx: PatternCheckContext) -> bool:
+    """Vela runs int8 -> int8 softmax over the channel axis when W x H fits its limit."""
+    softmax = ctx.annotated_expr["op"]
+    ifm = ctx.annotated_expr["ifm"]
+    shape = _shape(ifm)
+    axis = int(softmax.attrs.axis)
+    return (
+        _dtype(ifm) == "int8"
+        and _dtype(ctx.annotated_expr["ofm"]) == "int8"
+        and axis in (-1, len(shape) - 1)
+        and len(shape) <= 4
+        and vc.dims_in_range(shape)
+        and softmax_fits(shape)
+    )
 
 
 def _resize_patterns() -> list[tuple[DFPattern, dict]]:
@@ -409,6 +426,7 @@ def ethosu_patterns() -> list[FusionPattern]:
         patterns.append(_fusion("max_pool2d", _max_pool_pattern(clipped), _check_pool))
         patterns.append(_fusion("avg_pool2d", _avg_pool_pattern(clipped), _check_pool))
     patterns.append(_fusion("mean", _qdq_unary_pattern("relax.mean"), _check_mean))
+    patterns.append(_fusion("softmax", _qdq_unary_pattern("relax.nn.softmax"), _check_softmax))
     patterns.extend(_fusion("resize", built, _check_resize) for built in _resize_patterns())
     for activation in ("relu", "clip", None):
         for op_name, kind in BINARY_OPS.items():

@@ -12,14 +12,15 @@ from cascader.flow.legalize import choose_layouts, legalize, lut_values, remove_
 from cascader.flow.npu_ops import Conv2D, Layout, Quant, UnaryElementwise
 from cascader.flow.partition import partition_for_ethosu
 
-# NPU ops per shared model (one per TFLite op but SOFTMAX). Vela 5.2 reports 3 fewer ops than
-# ours-plus-its-softmax only through its own op splitting; see the report for the comparison.
+# NPU ops per shared model once free reshapes are removed: exactly Vela 5.2's Python core
+# count (shared/baselines/vela_5.2.0.csv, core legacy-python, npu_ops_vela). Its default C++
+# core reports 3 fewer on the softmax models (a 28-op softmax instead of 31).
 EXPECTED_OPS = {
-    "kws_dscnn": 11,
-    "vww_mobilenet_v1_025": 30,
-    "ic_resnet8": 14,
+    "kws_dscnn": 42,
+    "vww_mobilenet_v1_025": 61,
+    "ic_resnet8": 45,
     "ad_autoencoder": 10,
-    "mobilenet_v2_100_224": 64,
+    "mobilenet_v2_100_224": 96,
 }
 
 
@@ -30,13 +31,22 @@ def _legalized(buf: bytes):
 @pytest.mark.parametrize("name", sorted(EXPECTED_OPS))
 def test_shared_model_legalizes(name):
     (function,) = _legalized(load_tflite(model_path(name)))
-    assert len(function.ops) == EXPECTED_OPS[name]
+    assert len(remove_identities(function).ops) == EXPECTED_OPS[name]
     for op in function.ops:
         assert np.isfinite(op.ifm.quant.scale) and np.isfinite(op.ofm.quant.scale)
     laid_out = choose_layouts(remove_identities(function))
     reshaped = {op.ifm.name for op in laid_out.ops if op.op_family == "identity"}
     inner = [op.ofm for op in laid_out.ops if op.ofm.name not in {*function.outputs, *reshaped}]
-    assert all(t.layout == Layout.NHCWB16 for t in inner if len(t.shape) == 4)
+    readers: dict[str, list] = {}
+    for op in laid_out.ops:
+        for t in (op.ifm, getattr(op, "ifm2", None)):
+            if t is not None:
+                readers.setdefault(t.name, []).append(t.shape)
+    # A tensor every reader sees in its own 4-D shape is bricked; one read under a view shape
+    # (softmax, mean) stays NHWC.
+    bricked = [t for t in inner if len(t.shape) == 4 and set(readers.get(t.name, [])) == {t.shape}]
+    assert bricked or name == "ad_autoencoder"  # only 2-D tensors there
+    assert all(t.layout == Layout.NHCWB16 for t in bricked)
 
 
 def test_conv_relu6_quantisation():

@@ -1,0 +1,272 @@
+"""Legalized NPU functions -> CascaderGraph, and the memory setup (regions, homes, options)
+that turns the graph into one cascader run for an Ethos-U system.
+
+One EthosuPart per NPU op (block configs from the device model), an InlinePart per reshape
+left between NPU ops; tensors for every feature map, weight and scale-bias array. Parts are
+in reverse topological order and tensors follow them: part outputs, then graph inputs, then
+constants, as the original cascader ordered them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from cascader.core.graph import CascaderGraph
+from cascader.core.graph_json import GraphDocument
+from cascader.core.options import CascaderOptions
+from cascader.core.part import InlinePart, Part
+from cascader.core.tensor import Tensor
+from cascader.ethosu.device import EthosuDevice, get_device
+from cascader.ethosu.memory import SystemMemory
+from cascader.ethosu.npu_op import NpuOpDescription
+from cascader.ethosu.part import EthosuPart
+from cascader.flow.frontend import import_tflite
+from cascader.flow.legalize import choose_layouts, legalize, remove_identities
+from cascader.flow.npu_ops import (
+    Activation,
+    BinaryElementwise,
+    Conv2D,
+    Identity,
+    NpuFunction,
+    NpuOp,
+    NpuTensor,
+    Pooling,
+    UnaryElementwise,
+)
+from cascader.flow.partition import partition_for_ethosu
+from cascader.flow.te import SCALE_BIAS_BYTES, feature_map, op_propagation, stored_shape, subkernels
+
+_LUT_FUNCTIONS = {"sigmoid": "SIGMOID", "tanh": "TANH"}
+_POOL_TYPES = {"MAX": "MAX", "AVG": "AVERAGE", "SUM": "REDUCE_SUM"}
+
+
+def _activation(activation: Activation) -> str:
+    if activation.kind == "CLAMP":
+        return "CLIP"
+    if activation.kind == "LUT":
+        return _LUT_FUNCTIONS.get(activation.function, "LUT")
+    return "NONE"
+
+
+def _hwc(tensor: NpuTensor) -> tuple[int, int, int]:
+    """(height, width, depth) of a feature map; lower-rank shapes fill from the right."""
+    shape = (1, 1, 1, *tensor.shape)[-4:]
+    return shape[1], shape[2], shape[3]
+
+
+def npu_op_description(op: NpuOp) -> NpuOpDescription:
+    """What the device model needs to know about an op to list its block configs. Table
+    lookups and requantizing copies run on the NPU as 1x1 average pools, as Vela runs them."""
+    common = {
+        "ifm_shape": _hwc(op.ifm),
+        "ofm_shape": _hwc(op.ofm),
+        "ifm_dtype": op.ifm.dtype,
+        "ofm_dtype": op.ofm.dtype,
+        "ifm_layout": op.ifm.layout.value,
+        "ofm_layout": op.ofm.layout.value,
+    }
+    if isinstance(op, Conv2D):
+        k = op.kernel
+        return NpuOpDescription(
+            kind="depthwise" if op.kind == "depthwise_conv2d" else "conv2d",
+            kernel=(k.height, k.width),
+            stride=(k.stride_h, k.stride_w),
+            dilation=(k.dilation_h, k.dilation_w),
+            activation=_activation(op.activation),
+            **common,
+        )
+    if isinstance(op, Pooling):
+        k = op.kernel
+        return NpuOpDescription(
+            kind="pooling",
+            sub_op=_POOL_TYPES[op.pool_type],
+            kernel=(k.height, k.width),
+            stride=(k.stride_h, k.stride_w),
+            activation=_activation(op.activation),
+            **common,
+        )
+    if isinstance(op, BinaryElementwise):
+        return NpuOpDescription(
+            kind="elementwise",
+            sub_op=op.operator,
+            ifm2_shape=_hwc(op.ifm2),
+            ifm2_scalar=op.ifm2_scalar is not None,
+            activation=_activation(op.activation),
+            **common,
+        )
+    if isinstance(op, UnaryElementwise) and op.operator != "LUT":
+        return NpuOpDescription(kind="elementwise", sub_op=op.operator, **common)
+    activation = _activation(op.activation) if isinstance(op, UnaryElementwise) else "NONE"
+    return NpuOpDescription(kind="pooling", sub_op="AVERAGE", activation=activation, **common)
+
+
+def _is_inline(op: NpuOp) -> bool:
+    return isinstance(op, Identity) and op.operator == "RESHAPE"
+
+
+def _scalars(op: NpuOp) -> tuple[int | None, ...]:
+    """Per feature-map input, its constant scalar value (a binary op's scalar operand)."""
+    if isinstance(op, BinaryElementwise):
+        return (op.ifm_scalar, op.ifm2_scalar)
+    return (None,)
+
+
+def _op_inputs(op: NpuOp) -> list[NpuTensor]:
+    return [op.ifm, op.ifm2] if isinstance(op, BinaryElementwise) else [op.ifm]
+
+
+Key = tuple[int, int, str]  # (function, producing op index or -1 for an input, name)
+
+
+def _dataflow(functions: list[NpuFunction]) -> list[tuple[NpuOp, Key, list[Key]]]:
+    """Every op, in topological order, with the key of its output and of each input feature
+    map. Names may repeat within a function (relax reuses name hints), so an input is the
+    latest earlier definition of its name, as in SSA form, or the function's input. An input
+    read through an elided reshape takes its producer's shape and layout: the part reads the
+    producer's buffer."""
+    nodes = []
+    for f_index, function in enumerate(functions):
+        latest: dict[str, tuple[int, NpuTensor]] = {}
+        for op_index, op in enumerate(function.ops):
+            changes: dict[str, NpuTensor] = {"ofm": feature_map(op.ofm)}
+            inputs: list[Key] = []
+            for slot, (tensor, scalar) in enumerate(zip(_op_inputs(op), _scalars(op), strict=True)):
+                producer, produced = latest.get(tensor.name, (-1, feature_map(tensor)))
+                inputs.append((f_index, op_index, f"scalar{slot}") if scalar is not None
+                              else (f_index, producer, tensor.name))  # fmt: skip
+                changes["ifm2" if slot else "ifm"] = produced
+            op = replace(op, **changes)
+            nodes.append((op, (f_index, op_index, op.ofm.name), inputs))
+            latest[op.ofm.name] = (op_index, op.ofm)
+    return nodes
+
+
+def _output_keys(functions: list[NpuFunction]) -> list[Key]:
+    keys = []
+    for f_index, function in enumerate(functions):
+        for name in function.outputs:
+            producers = [i for i, op in enumerate(function.ops) if op.ofm.name == name]
+            if producers:
+                keys.append((f_index, producers[-1], name))
+    return keys
+
+
+def build_cascader_graph(
+    functions: list[NpuFunction], accelerator: str = "ethos-u55-256", cull_blocks: bool = True
+) -> CascaderGraph:
+    """The CascaderGraph of the NPU functions of one model on `accelerator`. Function outputs
+    are graph outputs; function inputs and constants are graph inputs (host ops sit between
+    functions). `cull_blocks` drops block configs another valid one covers."""
+    device = get_device(accelerator)
+    tensors: dict[object, Tensor] = {}
+
+    def tensor(key: object, shape: tuple[int, ...], dtype: str, constant: bool) -> Tensor:
+        if key not in tensors:
+            tensors[key] = Tensor(-1, shape, dtype, constant, 1.0)
+        return tensors[key]
+
+    spec: list[tuple[NpuOp, Tensor, list[Tensor]]] = []
+    for op, out_key, in_keys in reversed(_dataflow(functions)):
+        output = tensor(out_key, stored_shape(op.ofm), op.ofm.dtype, False)
+        inputs = [
+            tensor(key, stored_shape(t), t.dtype, scalar is not None)
+            for key, t, scalar in zip(in_keys, _op_inputs(op), _scalars(op), strict=True)
+        ]
+        if isinstance(op, Conv2D):
+            inputs.append(tensor(("weights", out_key), op.weights.shape, "int8", True))
+            bias_shape = (op.ofm.shape[-1], SCALE_BIAS_BYTES)
+            inputs.append(tensor(("scale_bias", out_key), bias_shape, "uint8", True))
+        spec.append((op, output, inputs))
+    part_outputs = [output for _, output, _ in spec]
+    produced = {id(output) for output in part_outputs}
+    ordered = _order_tensors(part_outputs, list(tensors.values()))
+    parts = [
+        _part(i, op, output, inputs, device, cull_blocks)
+        for i, (op, output, inputs) in enumerate(spec)
+    ]
+    graph_inputs = [t for t in ordered if id(t) not in produced]
+    outputs = [tensors[key] for key in _output_keys(functions)]
+    return CascaderGraph(ordered, parts, graph_inputs, outputs)
+
+
+def _order_tensors(part_outputs: list[Tensor], tensors: list[Tensor]) -> list[Tensor]:
+    """Part outputs (in part order), then graph inputs, then constants; ids = positions."""
+    produced = {id(t) for t in part_outputs}
+    inputs = [t for t in tensors if id(t) not in produced and not t.is_constant]
+    constants = [t for t in tensors if t.is_constant]
+    ordered = part_outputs + inputs + constants
+    for position, tensor in enumerate(ordered):
+        tensor.id = position
+    return ordered
+
+
+def _part(
+    index: int,
+    op: NpuOp,
+    output: Tensor,
+    inputs: list[Tensor],
+    device: EthosuDevice,
+    cull: bool,
+) -> Part:
+    quantum = device.output_quantum(op.ofm.layout.value)
+    propagation = op_propagation(op, quantum)
+    if _is_inline(op):
+        return InlinePart(index, inputs, output, list(propagation.propagators))
+    return EthosuPart(
+        index,
+        inputs,
+        output,
+        list(propagation.propagators),
+        output_quantum=quantum,
+        subkernels=subkernels(op),
+        block_configs=list(device.block_configs(npu_op_description(op), cull=cull)),
+        weight_tensor_idx=1 if isinstance(op, Conv2D) else -1,
+        stripe_align_hint=propagation.stripe_align_hint,
+        op=type(op).__name__.lower() if not isinstance(op, Conv2D) else op.kind,
+    )
+
+
+def home_map(graph: CascaderGraph, memory: SystemMemory) -> dict[int, list[str]]:
+    """Where each tensor may live: constants in the constants area (flash or DRAM), graph
+    inputs and outputs in the I/O area (Vela's arena), the rest in the cascade region and,
+    when the memory mode puts the arena elsewhere (Dedicated_Sram), also there."""
+    constants = memory.roles["constants"]
+    io = memory.roles["io"]
+    working = list(dict.fromkeys([memory.roles["cascade"], io]))
+    boundary = {t.id for t in graph.output_tensors} | {
+        t.id for t in graph.input_tensors if not t.is_constant
+    }
+    return {
+        t.id: [constants] if t.is_constant else [io] if t.id in boundary else working
+        for t in graph.tensors
+    }
+
+
+def graph_document(
+    graph: CascaderGraph, memory: SystemMemory, options: CascaderOptions | None = None
+) -> GraphDocument:
+    """The graph with everything one cascader run needs: the system's regions (the cascade
+    region sized to the SRAM pool), the tensor homes and the options (striping on unless
+    given, the cascade region set to the system's SRAM)."""
+    options = replace(
+        options or CascaderOptions(enable_striping=True),
+        cascade_region=memory.roles["cascade"],
+    )
+    return GraphDocument(
+        graph=graph,
+        regions=dict(memory.regions),
+        home_map=home_map(graph, memory),
+        options=options,
+        extras={
+            "source": f"cascader-dse graph of {memory.accelerator}, {memory.system_config}, "
+            f"{memory.memory_mode}",
+            "accelerator": memory.accelerator,
+            "pool_bytes": memory.sram_bytes,
+        },
+    )
+
+
+def model_npu_functions(model: bytes) -> list[NpuFunction]:
+    """Import, partition and legalize a TFLite model; identities removed, layouts chosen."""
+    module = partition_for_ethosu(import_tflite(model))
+    return [choose_layouts(remove_identities(f)) for f in legalize(module)]

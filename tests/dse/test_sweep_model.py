@@ -1,0 +1,62 @@
+"""`dse sweep --model`: the README's main job on the bundled example, and bad model files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dse.cli import main
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
+
+
+def test_sweep_on_the_example_model_finds_a_front(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "sweep",
+            "--model",
+            str(EXAMPLE),
+            "--trials",
+            "4",
+            "--sram-min",
+            "256KiB",
+            "--sram-max",
+            "1MiB",
+            "--out",
+            str(tmp_path),
+            "--json",
+        ]
+    )
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["trials"] == 4
+    assert result["front"]
+    for row in result["front"]:
+        assert row["fits"]
+        assert 0 < row["sram_used_bytes"] <= row["config"]["sram_pool_bytes"]
+        assert row["total_cycles"] > 0
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "not a TFLite file"),
+        (b"\x1c\x00\x00\x00XXXXsome bytes that are not a model", "not a TFLite file"),
+        (EXAMPLE.read_bytes()[:5000], "truncated or corrupt"),
+    ],
+    ids=["empty", "not-tflite", "truncated"],
+)
+def test_bad_model_files_are_one_line_and_leave_no_study(
+    content: bytes, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = tmp_path / "m.tflite"
+    model.write_bytes(content)
+    code = main(["sweep", "--model", str(model), "--out", str(tmp_path / "o")])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert not (tmp_path / "o" / "study.db").exists()
