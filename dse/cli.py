@@ -175,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("graph", help="write a model's cascader graph as JSON")
     p.add_argument("--model", required=True, metavar="M.tflite")
+    p.add_argument("--sram", type=_size, default=None, metavar="SIZE", help="pool (1 MiB)")
     _add_device_options(p, "--config")
     p.add_argument("-o", "--output", required=True, metavar="G.json")
 
