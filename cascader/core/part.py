@@ -80,6 +80,11 @@ class Part(ABC):
         return found
 
     @abstractmethod
+    def prepare_costs(self, configs: list[StripeConfig]) -> None:
+        """Called with all output stripe configs of the part before plan generation asks for
+        their costs one by one, so a cost that is cheaper in bulk can be computed at once."""
+
+    @abstractmethod
     def performance_info(self, config: StripeConfig, mode: BufferMode) -> PerformanceInfo:
         """Cost of producing the whole output tensor with output stripe config `config`."""
 
@@ -111,6 +116,9 @@ class InlinePart(Part):
     ) -> None:
         super().__init__(id, inputs, output, propagators, stripe_align_hint)
         self._info = PerformanceInfo(0, (0,) * len(self.inputs), 0, (1,), (1,))
+
+    def prepare_costs(self, configs: list[StripeConfig]) -> None:
+        """Nothing to prepare: an inline part is free."""
 
     def performance_info(self, config: StripeConfig, mode: BufferMode) -> PerformanceInfo:
         return self._info

@@ -94,12 +94,16 @@ class Plan:
 
     @property
     def boundary_configs(self) -> tuple[TensorConfig, ...]:
-        """The distinct BOUNDARY configs among the plan's tensor configs, first-seen order."""
+        """The distinct BOUNDARY configs among the plan's tensor configs, first-seen order.
+        A merged plan's come from its producer's and consumer's (memoised there, since one
+        plan is a source of many merged plans), without flattening its tensor configs."""
         if self._boundary is None:
-            seen = dict.fromkeys(
-                c for c in self.tensor_configs if c.state == TensorConfigState.BOUNDARY
-            )
-            self._boundary = tuple(seen)
+            if self._sources is None:
+                configs = [c for c in self.tensor_configs if c.state == TensorConfigState.BOUNDARY]
+            else:
+                producer, consumer = self._sources
+                configs = [*producer.boundary_configs, *consumer.boundary_configs]
+            self._boundary = tuple(dict.fromkeys(configs))
         return self._boundary
 
     def merge(self, consumer: Plan) -> Plan:

@@ -177,6 +177,7 @@ def generate_single_plans(
     group = 1 << part.id
     cascade = ctx.cascade
     regions = ctx.regions
+    part.prepare_costs(output_stripe_configs)
     for output_stripe_config in output_stripe_configs:
         input_stripe_configs = part.input_stripe_configs(output_stripe_config)
         outputs = ctx.output_configs(output_stripe_config, part.output)
@@ -226,14 +227,16 @@ def generate_single_plans(
         for combo in _combinations(options):
             inputs = tuple(c[0] for c in combo)
             open_inputs = tuple(c for c in inputs if c.state == INTERIOR)
-            input_memory = copy_total = copy_initial = 0
-            for _, memory, total, initial, _, _ in combo:
+            input_memory = copy_total = copy_initial = read_rolling = read_recompute = 0
+            for _, memory, total, initial, for_rolling, for_recompute in combo:
                 input_memory += memory
                 copy_total += total
                 copy_initial += initial
+                read_rolling += for_rolling
+                read_recompute += for_recompute
             if exact:
-                read_rolling = int(sum(c[4] for c in combo))
-                read_recompute = int(sum(c[5] for c in combo))
+                read_rolling = int(read_rolling)
+                read_recompute = int(read_recompute)
             else:
                 read_rolling = _accumulate([c[4] for c in combo])
                 read_recompute = _accumulate([c[5] for c in combo])
@@ -297,6 +300,8 @@ def generate_graph_plans(ctx: PlanContext) -> dict[int, list[Plan]]:
         # (part group -> open configs -> candidates (memory, cycles, plan, consumer or None))
         buckets: dict[int, dict[tuple[TensorConfig, ...], list[tuple]]] = {}
         join_data: dict[TensorConfig, list[tuple]] = {}
+        # The same candidate lists keyed by (part group, open configs): one lookup per merge.
+        flat: dict[tuple[int, tuple[TensorConfig, ...]], list[tuple]] = {}
 
         joinable = plans_by_config.__contains__ if single_consumer else _never
         for plan in generate_single_plans(part, stripe_configs, ctx, joinable):
@@ -326,9 +331,12 @@ def generate_graph_plans(ctx: PlanContext) -> dict[int, list[Plan]]:
             )
             for join_memory, join_cycles, join_group, rest, join in joins:
                 if join_memory < limit:
-                    buckets.setdefault(group | join_group, {}).setdefault(mine + rest, []).append(
-                        (memory + join_memory, cycles + join_cycles, plan, join)
-                    )
+                    key = (group | join_group, mine + rest)
+                    entries = flat.get(key)
+                    if entries is None:
+                        entries = flat[key] = []
+                        buckets.setdefault(key[0], {})[key[1]] = entries
+                    entries.append((memory + join_memory, cycles + join_cycles, plan, join))
         for group, by_open in buckets.items():
             for open_configs, entries in by_open.items():
                 kept = cull_plans(

@@ -20,18 +20,17 @@ class TensorConfigState(IntEnum):
 
 class TensorConfig:
     """A tensor's home region, state, buffer mode, stripe configs and optional copy into
-    another region. Value-hashable; built through TensorConfigTable so that equal configs are
-    one object and plan/proposal bookkeeping can work on identities and small integer ids."""
+    another region. Built only through TensorConfigTable, which makes equal configs one
+    object, so equality and hashing are by identity: dictionaries and tuples of configs in
+    the plan and proposal bookkeeping then hash in C, not through a Python `__hash__`."""
 
     __slots__ = (
-        "_hash",
         "buffer_mode",
         "buffer_size",
         "copy_region",
         "copy_tensor",
         "home_region",
         "id",
-        "key",
         "state",
         "stripe_configs",
         "tensor",
@@ -56,23 +55,7 @@ class TensorConfig:
         self.copy_tensor = copy_tensor
         self.copy_region = copy_region
         self.id = id
-        self.key = (
-            tensor.id,
-            home_region,
-            int(state),
-            int(buffer_mode),
-            self.stripe_configs,
-            copy_tensor,
-            copy_region,
-        )
-        self._hash = hash(self.key)
         self.buffer_size = self._buffer_size()
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return self is other or (isinstance(other, TensorConfig) and self.key == other.key)
 
     def __repr__(self) -> str:
         return (

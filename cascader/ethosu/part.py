@@ -30,7 +30,8 @@ def _fit(values: tuple[int, ...], dims: int) -> np.ndarray:
 class EthosuPart(Part):
     """An NPU operation. Its cost for an output stripe shape uses the block config that reads
     the fewest bytes per output element; that choice and its per-input byte counts are
-    memoised per stripe shape, computed for all block configs at once."""
+    memoised per stripe shape, computed for all block configs and all the part's stripe
+    shapes at once."""
 
     kind = "ethosu"
 
@@ -69,60 +70,82 @@ class EthosuPart(Part):
         self._choices: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
         self._infos: dict[tuple, PerformanceInfo] = {}
 
-    def _bytes_read(self, full: tuple[int, ...]) -> np.ndarray:
-        """Bytes each block config reads per input (rows: block configs, columns: inputs) to
-        produce one stripe of shape `full`, block by block; weights are re-read once per
-        spatial block."""
+    def _bytes_read(self, shapes: np.ndarray) -> np.ndarray:
+        """Bytes each block config reads per input (axes: stripe shapes, block configs,
+        inputs) to produce one stripe of each shape in `shapes` (rows), block by block;
+        weights are re-read once per spatial block. All shapes and block configs go through
+        one set of array operations, since per-shape calls were dominated by numpy overhead."""
         all_blocks = self._block_out
         n_blocks, block_dims = all_blocks.shape
+        n_shapes, shape_dims = shapes.shape
         safe = np.where(all_blocks == 0, 1, all_blocks)
-        all_stripes = np.where(all_blocks == 0, 0, -(-_fit(full, block_dims) // safe))
+        fitted = np.zeros((n_shapes, block_dims), dtype=np.int64)
+        fitted[:, : min(block_dims, shape_dims)] = shapes[:, :block_dims]
+        all_stripes = np.where(all_blocks == 0, 0, -(-fitted[:, None, :] // safe))
         out_dims = self.propagators[0].output_dims
         blocks = np.zeros((n_blocks, out_dims), dtype=np.int64)
-        stripes = np.zeros((n_blocks, out_dims), dtype=np.int64)
+        stripes = np.zeros((n_shapes, n_blocks, out_dims), dtype=np.int64)
         used = min(out_dims, block_dims)
         blocks[:, :used] = all_blocks[:, :used]
-        stripes[:, :used] = all_stripes[:, :used]
-        extent = _fit(full, out_dims)
-        result = np.zeros((n_blocks, len(self.propagators)), dtype=np.int64)
+        stripes[:, :, :used] = all_stripes[:, :, :used]
+        extent = np.zeros((n_shapes, out_dims), dtype=np.int64)
+        extent[:, : min(out_dims, shape_dims)] = shapes[:, :out_dims]
+        result = np.zeros((n_shapes, n_blocks, len(self.propagators)), dtype=np.int64)
         for i, (prop, tensor) in enumerate(zip(self.propagators, self.inputs, strict=True)):
             lin, shift = prop._linear, prop._shift
-            in_shape = np.ceil(blocks @ lin.T + shift).astype(np.int64)
-            in_extent = np.ceil(lin @ extent + shift).astype(np.int64)
+            in_shape = np.ceil(blocks @ lin.T + shift).astype(np.int64)[None, :, :, None]
+            in_extent = np.ceil(extent @ lin.T + shift).astype(np.int64)[:, None, :, None]
             in_stride = np.trunc((blocks @ lin.T).astype(np.float32)).astype(np.int64)
             in_stripes = stripes @ prop._nonzero.T
             in_stripes[in_stripes == 0] = 1
-            start0 = np.asarray(prop.offset, dtype=np.int64)
             k = np.arange(int(in_stripes.max()), dtype=np.int64)
-            start = start0[None, :, None] + k[None, None, :] * in_stride[:, :, None]
-            end = start + in_shape[:, :, None]
-            whole = (start >= 0) & (end <= in_extent[None, :, None]) & (in_stride[:, :, None] > 0)
-            edge = np.minimum(end, in_extent[None, :, None]) - np.maximum(start, 0)
-            size = np.where(whole, in_shape[:, :, None], np.maximum(edge, 0))
-            size = np.where(k[None, None, :] < in_stripes[:, :, None], size, 0)
-            result[:, i] = np.prod(size.sum(axis=2), axis=1) * tensor.dtype_bytes
+            start = np.asarray(prop.offset, dtype=np.int64)[:, None] + k * in_stride[:, :, None]
+            end = start + in_shape[0]
+            # A block's read is its input window clipped to the input extent (a window wholly
+            # inside reads its full shape, which the clipped length equals).
+            size = np.minimum(end[None], in_extent) - np.maximum(start, 0)[None]
+            size = np.where(k < in_stripes[..., None], np.maximum(size, 0), 0)
+            result[:, :, i] = np.prod(size.sum(axis=3), axis=2) * tensor.dtype_bytes
         if self.weight_tensor_idx != -1:
-            spatial = all_stripes[:, self._height_idx] * all_stripes[:, self._width_idx]
-            result[:, self.weight_tensor_idx] *= spatial
+            spatial = all_stripes[:, :, self._height_idx] * all_stripes[:, :, self._width_idx]
+            result[:, :, self.weight_tensor_idx] *= spatial
         return result
+
+    def prepare_costs(self, configs: list[StripeConfig]) -> None:
+        """Choose block configs for all new stripe shapes among `configs` in one batch."""
+        by_length: dict[int, dict[tuple[int, ...], None]] = {}
+        for config in configs:
+            if config.shape not in self._choices:
+                by_length.setdefault(len(config.shape), {})[config.shape] = None
+        for shapes in by_length.values():
+            self._choose_blocks(list(shapes))
+
+    def _choose_blocks(self, shapes: list[tuple[int, ...]]) -> None:
+        """Cost = bytes read (input times subkernels, plus weights) per output element, halved
+        when the input stripe fits in two input blocks (single buffering); the cheapest block
+        config (first on ties) wins for each shape."""
+        array = np.asarray(shapes, dtype=np.int64)
+        per_input = self._bytes_read(array)
+        main = per_input[:, :, 0] * self.subkernels
+        other = per_input[:, :, 1] if per_input.shape[2] > 1 else 0
+        volume = np.prod(array, axis=1).astype(np.float32)[:, None]
+        cost = (main + other).astype(np.float32) / volume
+        in_shape = self.propagators[0].propagate_shapes(array.astype(np.float64))
+        in_volume = np.prod(in_shape, axis=1)[:, None]
+        single_buffered = in_volume <= 2 * self._block_in_volume[None, :]
+        cost = np.where(single_buffered, cost / np.float32(2), cost)
+        best = np.argmin(cost, axis=1)
+        chosen = per_input[np.arange(len(shapes)), best].tolist()
+        for shape, b, row in zip(shapes, best.tolist(), chosen, strict=True):
+            self._choices[shape] = (b, tuple(row))
 
     def block_choice(self, shape: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
         """Index of the block config used for stripes of `shape`, and the bytes per input it
-        reads per stripe. Cost = bytes read (input times subkernels, plus weights) per output
-        element, halved when the input stripe fits in two input blocks (single buffering)."""
+        reads per stripe."""
         found = self._choices.get(shape)
-        if found is not None:
-            return found
-        per_input = self._bytes_read(shape)
-        main = per_input[:, 0] * self.subkernels
-        other = per_input[:, 1] if per_input.shape[1] > 1 else 0
-        cost = (main + other).astype(np.float32) / np.float32(math.prod(shape))
-        in_shape = self.propagators[0].propagate_shapes(np.asarray([shape], dtype=np.float64))
-        single_buffered = math.prod(int(v) for v in in_shape[0]) <= 2 * self._block_in_volume
-        cost = np.where(single_buffered, cost / np.float32(2), cost)
-        best = int(np.argmin(cost))
-        found = (best, tuple(int(v) for v in per_input[best]))
-        self._choices[shape] = found
+        if found is None:
+            self._choose_blocks([shape])
+            found = self._choices[shape]
         return found
 
     def block_config(self, config: StripeConfig) -> BlockConfig:

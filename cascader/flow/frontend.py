@@ -84,7 +84,7 @@ class EthosUOperatorConverter(OperatorConverter):
         finally:
             self._input_override = None
         out_shape = [int(v) for v in self.get_tensor_shape(self.get_output_tensors(op)[0])]
-        if in_shape[:-1] + [n_units] == out_shape:
+        if [*in_shape[:-1], n_units] == out_shape:
             return out
         return relax.op.reshape(out, out_shape)
 
