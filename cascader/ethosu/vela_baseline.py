@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ethosu.vela import stats_writer, vela
+from ethosu.vela.tensor import TensorAddressMap, create_equivalence_id
 
 from cascader.ethosu.vela_arch import DEFAULT_VELA_INI, check_accelerator, system_arch
 
@@ -60,6 +61,27 @@ _AREAS = {"sram": "sram", "dram": "dram", "onchip_flash": "on_chip_flash",
           "offchip_flash": "off_chip_flash"}  # fmt: skip
 
 
+def checked_inputs(
+    model_path: str | Path, optimise: str, config_path: str | Path | None
+) -> tuple[Path, Path]:
+    """The model and vela.ini paths of an in-process Vela run, checked before Vela sees them."""
+    model = Path(model_path)
+    if not model.is_file():
+        raise FileNotFoundError(f"model {model} not found")
+    if optimise not in OPTIMISE:
+        raise ValueError(f"unknown optimise strategy {optimise!r}; valid: {', '.join(OPTIMISE)}")
+    return model, Path(config_path) if config_path is not None else DEFAULT_VELA_INI
+
+
+def fresh_vela_state() -> None:
+    """Start a legacy-core compile as a fresh `vela` process would. Vela derives tensor ids
+    from constant contents through a process-wide cache and keys addresses by them in a
+    process-wide map, so a constant shared with an earlier compile (a softmax LUT, a MEAN's
+    all-ones weights) would keep that compile's address or area and the compile fails."""
+    create_equivalence_id.cache_clear()
+    TensorAddressMap.address_map.clear()
+
+
 def run_vela(
     model_path: str | Path,
     accelerator: str,
@@ -72,13 +94,10 @@ def run_vela(
 ) -> VelaResult:
     """Compile `model_path` with Vela in this process; returns Vela's totals. Bad names raise
     DeviceConfigError listing the valid ones; a failed compile raises VelaError."""
-    model = Path(model_path)
-    if not model.is_file():
-        raise FileNotFoundError(f"model {model} not found")
-    if optimise not in OPTIMISE:
-        raise ValueError(f"unknown optimise strategy {optimise!r}; valid: {', '.join(OPTIMISE)}")
-    ini = Path(config_path) if config_path is not None else DEFAULT_VELA_INI
+    model, ini = checked_inputs(model_path, optimise, config_path)
     system_arch(check_accelerator(accelerator), system_config, memory_mode, arena_cache_size, ini)
+    if legacy:
+        fresh_vela_state()
     with tempfile.TemporaryDirectory(prefix="vela-") as out_dir:
         argv = [
             str(model),

@@ -21,17 +21,20 @@ from ethosu.vela.npu_performance import PassCycles, estimate_full_op_performance
 from ethosu.vela.operation import Op
 from ethosu.vela.tensor import (
     MemArea,
-    TensorAddressMap,
     TensorPurpose,
     TensorSubPurpose,
-    create_equivalence_id,
 )
 
 from cascader.ethosu.memory import SystemMemory, system_memory
 from cascader.ethosu.perf import ScheduledOp
 from cascader.ethosu.perf_query import AREA_NAMES, MEM_AREAS
-from cascader.ethosu.vela_arch import DEFAULT_VELA_INI, system_arch
-from cascader.ethosu.vela_baseline import OPTIMISE, VelaError, VelaResult
+from cascader.ethosu.vela_arch import system_arch
+from cascader.ethosu.vela_baseline import (
+    VelaError,
+    VelaResult,
+    checked_inputs,
+    fresh_vela_state,
+)
 
 __all__ = ["VelaOpEstimate", "VelaSchedule", "vela_scheduled_ops"]
 
@@ -86,24 +89,14 @@ def vela_scheduled_ops(
     """Compile `model_path` with Vela's legacy core (as `vela --debug-force-legacy-core`), in
     process and quietly, and return its schedule as ScheduledOps with Vela's per-op estimates.
     The SRAM pool of `memory` is the arena cache size Vela used."""
-    model = Path(model_path)
-    if not model.is_file():
-        raise FileNotFoundError(f"model {model} not found")
-    if optimise not in OPTIMISE:
-        raise ValueError(f"unknown optimise strategy {optimise!r}; valid: {', '.join(OPTIMISE)}")
-    ini = Path(config_path) if config_path is not None else DEFAULT_VELA_INI
+    model, ini = checked_inputs(model_path, optimise, config_path)
     arch = system_arch(accelerator, system_config, memory_mode, arena_cache_size, ini)
     options = scheduler.SchedulerOptions(
         optimization_strategy=scheduler.OptimizationStrategy[optimise],
         sram_target=arch.arena_cache_size,
         verbose_schedule=False,
     )
-    # Vela derives tensor ids from constant contents through a process-wide cache and keys
-    # addresses by them in a process-wide map: start each compile as a fresh `vela` process
-    # would, or a constant shared with an earlier compile (a softmax LUT, a MEAN's all-ones
-    # weights) keeps that compile's address or area and the compile fails.
-    create_equivalence_id.cache_clear()
-    TensorAddressMap.address_map.clear()
+    fresh_vela_state()
     with _quiet():
         try:
             reader = model_reader.ModelReaderOptions()
