@@ -15,7 +15,13 @@ from dataclasses import replace
 
 import numpy as np
 import tvm
+from ethosu.vela.data_type import DataType
+from ethosu.vela.operation import Op as VelaOp
+from ethosu.vela.operation import Operation as VelaOperation
 from ethosu.vela.scaling import quantise_scale
+from ethosu.vela.tensor import QuantizationParameters
+from ethosu.vela.tensor import Tensor as VelaTensor
+from ethosu.vela.tflite_graph_optimiser import convert_hardswish_to_lut, convert_lrelu_to_lut
 from tvm import relax
 
 from cascader.flow.mean import legalize_mean
@@ -166,10 +172,12 @@ def _conv_like(c: _Composite) -> Conv2D:
         )
     else:
         conv = c.call("nn.conv2d")
-        # conv2d weights arrive HWIO; depthwise as TFLite's 1HWC (one input channel each).
-        weights = (
-            np.transpose(raw, (3, 0, 1, 2)) if c.kind == "conv2d" else raw.transpose(3, 1, 2, 0)
-        )
+        # conv2d weights arrive HWIO (a depthwise conv over one input channel is a conv2d
+        # whose 1HWC weights the frontend reshapes to HWIO); depthwise as TFLite's 1HWC.
+        if c.kind == "conv2d":
+            weights = np.transpose(raw.reshape(_shape(conv.args[1])), (3, 0, 1, 2))
+        else:
+            weights = raw.transpose(3, 1, 2, 0)
         kernel = _kernel(weights.shape[1:3], conv.attrs.strides, conv.attrs.dilation)
         padding = _padding(conv.attrs.padding)
     channels = weights.shape[0]
@@ -259,10 +267,6 @@ def _binary(c: _Composite) -> BinaryElementwise:
     )
 
 
-def _hard_swish(x: np.ndarray) -> np.ndarray:
-    return x * np.clip(x + 3.0, 0.0, 6.0) / 6.0
-
-
 def lut_values(function: Callable[[np.ndarray], np.ndarray], ifm: Quant, ofm: Quant) -> np.ndarray:
     """The int8 output for each int8 input -128..127 of `function` between two quantisations."""
     q_in = np.arange(-128, 128, dtype=np.float64)
@@ -270,19 +274,38 @@ def lut_values(function: Callable[[np.ndarray], np.ndarray], ifm: Quant, ofm: Qu
     return np.clip(np.round(real / ofm.scale) + ofm.zero_point, -128, 127).astype(np.int8)
 
 
+def vela_integer_lut(op_type: VelaOp, ifm: Quant, ofm: Quant, **attrs: float) -> np.ndarray:
+    """The int8 table Vela builds for HARD_SWISH or LEAKY_RELU: it replays TFLite's integer
+    kernels entry by entry, which a float function rounded once does not match."""
+    op = VelaOperation(op_type, "lut")
+    for role, quant in (("ifm", ifm), ("ofm", ofm)):
+        tensor = VelaTensor([1, 1, 1, 1], DataType.int8, role)
+        tensor.quantization = QuantizationParameters(scale_f32=quant.scale)
+        tensor.quantization.zero_point = quant.zero_point
+        if role == "ifm":
+            op.add_input_tensor(tensor)
+        else:
+            op.set_output_tensor(tensor)
+    op.attrs.update(attrs)
+    if op_type == VelaOp.LeakyRelu:
+        op = convert_lrelu_to_lut(op, None)
+    else:
+        op = convert_hardswish_to_lut(op, None, None)
+    return np.asarray(op.activation_lut.values, np.int64).astype(np.int8)
+
+
 def _lut(c: _Composite) -> UnaryElementwise:
     dq = c.call("dequantize")
     quantize = c.call("quantize")
     ifm_q, ofm_q = c.quant(dq), c.quant(quantize)
-    functions: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-        "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
-        "tanh": np.tanh,
-        "hard_swish": _hard_swish,
-    }
-    if c.kind == "leaky_relu":
+    if c.kind == "hard_swish":
+        table = vela_integer_lut(VelaOp.HardSwish, ifm_q, ofm_q)
+    elif c.kind == "leaky_relu":
         alpha = float(c.call("nn.leakyrelu").attrs.alpha)
-        functions["leaky_relu"] = lambda x: np.where(x >= 0, x, alpha * x)
-    table = lut_values(functions[c.kind], ifm_q, ofm_q)
+        table = vela_integer_lut(VelaOp.LeakyRelu, ifm_q, ofm_q, alpha=alpha)
+    else:
+        function = np.tanh if c.kind == "tanh" else lambda x: 1.0 / (1.0 + np.exp(-x))
+        table = lut_values(function, ifm_q, ofm_q)
     ifm_expr = c.resolve(dq.args[0])
     return UnaryElementwise(
         c.out_name,

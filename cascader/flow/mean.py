@@ -102,10 +102,12 @@ def legalize_mean(name: str, ifm: NpuTensor, ofm: NpuTensor, axes: list[int]) ->
         first, total = total, partial_sums.pop()
         partial_sums.append(first)
     while partial_sums:
-        ifm = partial_sums.pop()
+        partial = partial_sums.pop()
         added = NpuTensor(f"{name}_add_{len(ops)}", tuple(kept), Quant(1.0, 0), "int32")
         ops.append(
-            BinaryElementwise(added.name, "ADD", ifm, total, added, Activation(), rescale=(1, 0))
+            BinaryElementwise(
+                added.name, "ADD", partial, total, added, Activation(), rescale=(1, 0)
+            )
         )
         total = added
     multiplier, shift = mean_multiplier(ifm.quant, ofm.quant, elements)

@@ -1,0 +1,152 @@
+"""Run legalized NPU functions, and whole models, through the integer reference; and single
+ops one OFM box (stripe) at a time, from exactly the input boxes that box reads.
+
+Tensors live in an environment keyed by name, as the legalized ops name them; an op reads a
+tensor under its own view of the shape (softmax and mean read reshaped views, elided reshapes
+leave the producer's name), so every read reshapes the stored array. Boxes are in the op's view
+of each tensor, NHWC.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from cascader.flow.cascader_graph import model_npu_functions
+from cascader.flow.npu_ops import (
+    BinaryElementwise,
+    Conv2D,
+    Identity,
+    NpuFunction,
+    NpuOp,
+    Pooling,
+    UnaryElementwise,
+)
+from cascader.flow.tflite_check import parse_tflite
+from cascader.reference.boxes import Box
+from cascader.reference.conv import conv2d, conv2d_box, conv2d_reads
+from cascader.reference.elementwise import (
+    binary_elementwise,
+    binary_elementwise_box,
+    binary_reads,
+    unary_elementwise,
+    unary_elementwise_box,
+    unary_reads,
+)
+from cascader.reference.identity import identity, identity_box, identity_reads
+from cascader.reference.pooling import pooling, pooling_box, pooling_reads
+
+
+class ReferenceError(ValueError):
+    """A model or function the reference cannot run (missing inputs, host ops)."""
+
+
+def _read(env: Mapping[str, np.ndarray], name: str, op: NpuOp) -> np.ndarray:
+    if name not in env:
+        raise ReferenceError(f"{op.name}: reads {name!r} before anything produced it")
+    return env[name]
+
+
+def run_op(op: NpuOp, env: dict[str, np.ndarray]) -> np.ndarray:
+    """Compute `op` from the tensors in `env`, store its OFM there under its name, return it."""
+    if isinstance(op, Conv2D):
+        out = conv2d(op, _read(env, op.ifm.name, op))
+    elif isinstance(op, Pooling):
+        out = pooling(op, _read(env, op.ifm.name, op))
+    elif isinstance(op, BinaryElementwise):
+        a = None if op.ifm_scalar is not None else _read(env, op.ifm.name, op)
+        b = None if op.ifm2_scalar is not None else _read(env, op.ifm2.name, op)
+        out = binary_elementwise(op, a, b)
+    elif isinstance(op, UnaryElementwise):
+        out = unary_elementwise(op, _read(env, op.ifm.name, op))
+    elif isinstance(op, Identity):
+        out = identity(op, _read(env, op.ifm.name, op), env.get(op.ofm.name))
+    else:
+        raise ReferenceError(f"no reference for {type(op).__name__}")
+    env[op.ofm.name] = out
+    return out
+
+
+def op_reads(op: NpuOp, ofm_box: Box) -> tuple[Box | None, ...]:
+    """Per feature-map input (IFM, then IFM2 of a binary op), the box of it, in the op's view
+    of its shape, that the OFM box is computed from; None for a scalar operand."""
+    if isinstance(op, Conv2D):
+        return (conv2d_reads(op, ofm_box),)
+    if isinstance(op, Pooling):
+        return (pooling_reads(op, ofm_box),)
+    if isinstance(op, BinaryElementwise):
+        return binary_reads(op, ofm_box)
+    if isinstance(op, UnaryElementwise):
+        return (unary_reads(op, ofm_box),)
+    if isinstance(op, Identity):
+        return (identity_reads(op, ofm_box),)
+    raise ReferenceError(f"no reference for {type(op).__name__}")
+
+
+def run_op_box(op: NpuOp, inputs: Sequence[np.ndarray | None], ofm_box: Box) -> np.ndarray:
+    """One box (stripe) of the op's OFM from exactly the input boxes `op_reads` names."""
+    if isinstance(op, Conv2D):
+        return conv2d_box(op, inputs[0], ofm_box)
+    if isinstance(op, Pooling):
+        return pooling_box(op, inputs[0], ofm_box)
+    if isinstance(op, BinaryElementwise):
+        return binary_elementwise_box(op, inputs[0], inputs[1], ofm_box)
+    if isinstance(op, UnaryElementwise):
+        return unary_elementwise_box(op, inputs[0], ofm_box)
+    if isinstance(op, Identity):
+        return identity_box(op, inputs[0], ofm_box)
+    raise ReferenceError(f"no reference for {type(op).__name__}")
+
+
+def run_function(
+    function: NpuFunction, inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray]
+) -> list[np.ndarray]:
+    """The function's outputs, in its output order, for inputs given in its input order or
+    by name."""
+    if not isinstance(inputs, Mapping):
+        if len(inputs) != len(function.inputs):
+            raise ReferenceError(
+                f"{function.name}: {len(inputs)} inputs given, {len(function.inputs)} expected"
+            )
+        inputs = dict(zip(function.inputs, inputs, strict=True))
+    env = {name: np.asarray(inputs[name]) for name in function.inputs}
+    for op in function.ops:
+        run_op(op, env)
+    return [_read(env, name, function.ops[-1]) for name in function.outputs]
+
+
+@dataclass(frozen=True)
+class ModelReference:
+    """A fully NPU model, legalized once, run as often as needed."""
+
+    function: NpuFunction
+    output_shapes: tuple[tuple[int, ...], ...]
+
+    @classmethod
+    def from_model(cls, model: bytes, name: str = "model") -> ModelReference:
+        functions = model_npu_functions(model)
+        graph = parse_tflite(model, name).Subgraphs(0)
+        in_count, out_count = graph.InputsLength(), graph.OutputsLength()
+        if len(functions) != 1 or len(functions[0].inputs) != in_count:
+            raise ReferenceError(
+                f"{name}: {len(functions)} NPU functions; only models that run entirely on "
+                "the NPU have a reference yet"
+            )
+        if len(functions[0].outputs) != out_count:
+            raise ReferenceError(f"{name}: some outputs are not computed on the NPU")
+        shapes = tuple(
+            tuple(int(d) for d in graph.Tensors(graph.Outputs(i)).ShapeAsNumpy())
+            for i in range(out_count)
+        )
+        return cls(functions[0], shapes)
+
+    def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        outputs = run_function(self.function, inputs)
+        return [o.reshape(s) for o, s in zip(outputs, self.output_shapes, strict=True)]
+
+
+def run_reference(model: bytes, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The model's outputs for one set of int8 inputs (in the model's input order)."""
+    return ModelReference.from_model(model)(inputs)
