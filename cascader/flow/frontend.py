@@ -88,6 +88,27 @@ class EthosUOperatorConverter(OperatorConverter):
             return out
         return relax.op.reshape(out, out_shape)
 
+    def convert_softmax(self, op):
+        """The stock converter drops SOFTMAX's beta. softmax(beta * x) over a quantized input
+        is softmax over the input dequantized with scale beta x scale, so beta is folded into
+        the dequantize's scale (the only place Vela's int8 softmax uses either: its exp table
+        is built from beta x scale). Relax scales are float32, so the product is rounded to
+        float32: exact when beta is a power of two."""
+        beta = _softmax_beta(op)
+        src = self.get_input_tensors(op)[0]
+        if beta == 1.0 or src.qnn_params is None:
+            return super().convert_softmax(op)
+        scale = np.float32(np.float64(beta) * np.float64(_qparam(src, "scale")))
+        dequantized = relax.op.dequantize(
+            self.get_expr(src.tensor_idx),
+            relax.const(scale, "float32"),
+            src.qnn_params["zero_point"],
+            axis=src.qnn_params["axis"],
+        )
+        out = relax.op.nn.softmax(dequantized, axis=-1)
+        dst = self.get_output_tensors(op)[0]
+        return self.quantize(out, dst) if dst.qnn_params is not None else out
+
     def _same_qnn(self, lhs, rhs) -> bool:
         if lhs.qnn_params is None or rhs.qnn_params is None:
             return lhs.qnn_params is rhs.qnn_params
@@ -141,6 +162,18 @@ class EthosUOperatorConverter(OperatorConverter):
             return value
         real = (value - _qparam(src, "zero_point")) * _qparam(src, "scale")
         return float(round(real / _qparam(dst, "scale")) + _qparam(dst, "zero_point"))
+
+
+def _softmax_beta(op) -> float:
+    """A SOFTMAX operator's beta (1.0 when the model leaves out its options)."""
+    from tflite.SoftmaxOptions import SoftmaxOptions
+
+    table = op.BuiltinOptions()
+    if table is None:
+        return 1.0
+    options = SoftmaxOptions()
+    options.Init(table.Bytes, table.Pos)
+    return float(options.Beta())
 
 
 def _qparam(tensor, key: str) -> float:

@@ -44,20 +44,20 @@ NHWC_TO_NHCWB16 = np.array(
 )
 
 
-def nhcwb16_to_nhwc(channels: int) -> np.ndarray:
-    """(n, h, c/16, w, 16) -> (n, h, w, c). The last brick of a tensor whose depth is not a
-    multiple of 16 is partly empty, so the channel count is pulled back by the missing part."""
-    missing = (BRICK - channels % BRICK) % BRICK
-    return np.array(
-        [
-            [1, 0, 0, 0, 0, 0],
-            [0, 1, 0, 0, 0, 0],
-            [0, 0, 0, 1, 0, 0],
-            [0, 0, BRICK, 0, 0, -missing],
-            [0, 0, 0, 0, 0, 1],
-        ],
-        dtype=np.float64,
-    )
+# (n, h, c/16, w, 16) -> (n, h, w, c). A stripe of k bricks holds 16 k channels; the last brick
+# of a tensor whose depth is not a multiple of 16 is partly empty, which clipping to the tensor
+# accounts for. (TVM's matrix subtracts the empty part from every stripe, so a stripe of the
+# first bricks of such a tensor read too few channels.)
+NHCWB16_TO_NHWC = np.array(
+    [
+        [1, 0, 0, 0, 0, 0],
+        [0, 1, 0, 0, 0, 0],
+        [0, 0, 0, 1, 0, 0],
+        [0, 0, BRICK, 0, 0, 0],
+        [0, 0, 0, 0, 0, 1],
+    ],
+    dtype=np.float64,
+)
 
 
 @dataclass(frozen=True)
@@ -94,14 +94,18 @@ def _in_layout(matrix: np.ndarray, tensor: NpuTensor) -> np.ndarray:
 
 
 def _out_layout(matrix: np.ndarray, ofm: NpuTensor) -> np.ndarray:
-    return matrix @ nhcwb16_to_nhwc(ofm.shape[-1]) if ofm.layout == Layout.NHCWB16 else matrix
+    return matrix @ NHCWB16_TO_NHWC if ofm.layout == Layout.NHCWB16 else matrix
 
 
-def _feature_map_propagator(nhwc: np.ndarray, tensor: NpuTensor, ofm: NpuTensor,
-                            top: int = 0, left: int = 0) -> Propagator:  # fmt: skip
+def _feature_map_propagator(
+    nhwc: np.ndarray, tensor: NpuTensor, ofm: NpuTensor, offset: tuple[int, ...] = (0, 0, 0, 0)
+) -> Propagator:
+    """`nhwc` maps an NHWC output stripe to the NHWC input stripe; `offset` is where output
+    element 0 reads (minus the padding, plus the block an op reads at an offset)."""
     matrix = _in_layout(_out_layout(nhwc, ofm), tensor)
-    offset = [0, -top, 0, -left, 0] if tensor.layout == Layout.NHCWB16 else [0, -top, -left, 0]
-    return Propagator(matrix.tolist(), offset)
+    n, h, w, c = offset
+    stored = [n, h, c // BRICK, w, 0] if tensor.layout == Layout.NHCWB16 else [n, h, w, c]
+    return Propagator(matrix.tolist(), stored)
 
 
 def _constant_propagator(nhwc: np.ndarray, ofm: NpuTensor) -> Propagator:
@@ -110,19 +114,29 @@ def _constant_propagator(nhwc: np.ndarray, ofm: NpuTensor) -> Propagator:
 
 
 def _window(op: Conv2D | Pooling, depth_row: list[float]) -> np.ndarray:
-    """NHWC input rows of a sliding window: extent = stride * out + (kernel - stride)."""
+    """NHWC input rows of a sliding window: extent = stride * out + (kernel - stride). An op
+    reading its IFM 2x upscaled runs at stride 1 over the upscaled rows, so it reads half as
+    many IFM rows: out / 2 + (kernel + pad % 2) / 2 covers every start parity (see
+    `_window_offset` for the matching start)."""
     kh, kw = dilated_kernel(op)
-    k = op.kernel
-    return np.array(
-        [
-            [1, 0, 0, 0, 0],
-            [0, k.stride_h, 0, 0, kh - k.stride_h],
-            [0, 0, k.stride_w, 0, kw - k.stride_w],
-            depth_row,
-            [0, 0, 0, 0, 1],
-        ],
-        dtype=np.float64,
-    )
+    k, p = op.kernel, op.padding
+    if op.upscale != "NONE":
+        rows = [0, 1 / 2, 0, 0, (kh + p.top % 2) / 2]
+        cols = [0, 0, 1 / 2, 0, (kw + p.left % 2) / 2]
+    else:
+        rows = [0, k.stride_h, 0, 0, kh - k.stride_h]
+        cols = [0, 0, k.stride_w, 0, kw - k.stride_w]
+    return np.array([[1, 0, 0, 0, 0], rows, cols, depth_row, [0, 0, 0, 0, 1]], dtype=np.float64)
+
+
+def _window_offset(op: Conv2D | Pooling) -> tuple[int, int, int, int]:
+    """Where output element 0's window starts in the IFM: before it by the padding (half of
+    it, rounded up, over an upscaled IFM), after it by the block's offset (MEAN's row blocks
+    each read their own rows)."""
+    p = op.padding
+    top, left = (-(-p.top // 2), -(-p.left // 2)) if op.upscale != "NONE" else (p.top, p.left)
+    n, y, x, c = getattr(op, "ifm_offset", ()) or (0, 0, 0, 0)
+    return (n, y - top, x - left, c)
 
 
 def _elementwise_rows(tensor: NpuTensor) -> np.ndarray:
@@ -140,26 +154,22 @@ def op_propagation(op: NpuOp, output_quantum: tuple[int, ...]) -> OpPropagation:
     quantum: stripes aligned to the smallest block the NPU writes waste no work."""
     ofm = op.ofm
     hint = tuple(output_quantum)
+    if any(reads_through_view(op, t) for t in _feature_inputs(op)):
+        whole = tuple(reshape_propagator(t, ofm) for t in _feature_inputs(op))
+        return OpPropagation(whole + _weight_propagators(op), hint)
     if isinstance(op, Conv2D):
-        p = op.padding
         depthwise = op.kind == "depthwise_conv2d"
         ifm_depth = op.ifm.shape[-1]
         depth_row = [0, 0, 0, 1, 0] if depthwise else [0, 0, 0, 0, ifm_depth]
-        ifm = _feature_map_propagator(_window(op, depth_row), op.ifm, ofm, p.top, p.left)
-        _, kh, kw, i = op.weights.shape
-        weights = np.array(
-            [[0, 0, 0, 1, 0], [0, 0, 0, 0, kh], [0, 0, 0, 0, kw], [0, 0, 0, 0, i], [0, 0, 0, 0, 1]],
-            dtype=np.float64,
-        )
-        bias = np.array([[0, 0, 0, 1, 0], [0, 0, 0, 0, SCALE_BIAS_BYTES], [0, 0, 0, 0, 1]],
-                        dtype=np.float64)  # fmt: skip
-        return OpPropagation(
-            (ifm, _constant_propagator(weights, ofm), _constant_propagator(bias, ofm)), hint
-        )
+        ifm = _feature_map_propagator(_window(op, depth_row), op.ifm, ofm, _window_offset(op))
+        return OpPropagation((ifm, *_weight_propagators(op)), hint)
     if isinstance(op, Pooling):
-        p = op.padding
-        window = _window(op, [0, 0, 0, 1, 0])
-        return OpPropagation((_feature_map_propagator(window, op.ifm, ofm, p.top, p.left),), hint)
+        # SUM reduces every IFM channel into its one output channel.
+        depth_row = [0, 0, 0, 0, op.ifm.shape[-1]] if op.pool_type == "SUM" else [0, 0, 0, 1, 0]
+        window = _window(op, depth_row)
+        return OpPropagation(
+            (_feature_map_propagator(window, op.ifm, ofm, _window_offset(op)),), hint
+        )
     if isinstance(op, BinaryElementwise):
         return OpPropagation(
             tuple(_feature_map_propagator(_elementwise_rows(t), t, ofm) for t in (op.ifm, op.ifm2)),
@@ -168,6 +178,96 @@ def op_propagation(op: NpuOp, output_quantum: tuple[int, ...]) -> OpPropagation:
     if isinstance(op, UnaryElementwise) or (isinstance(op, Identity) and op.ifm.shape == ofm.shape):
         return OpPropagation((_feature_map_propagator(np.eye(5), op.ifm, ofm),), hint)
     return OpPropagation((reshape_propagator(op.ifm, ofm),), (1,) * len(ofm.shape))
+
+
+def _stored_box(
+    offset: tuple[int, ...], shape: tuple[int, ...], tensor: NpuTensor
+) -> tuple[np.ndarray, np.ndarray]:
+    """An NHWC box of `tensor` as (start, shape) in its stored layout."""
+    if tensor.layout != Layout.NHCWB16:
+        return np.array(offset), np.array(shape)
+    (n0, h0, w0, c0), (n, h, w, c) = offset, shape
+    first, last = c0 // BRICK, -(-(c0 + c) // BRICK)
+    return np.array([n0, h0, first, w0, 0]), np.array([n, h, last - first, w, BRICK])
+
+
+def propagate_box(
+    propagator: Propagator,
+    offset: tuple[int, ...],
+    shape: tuple[int, ...],
+    ofm: NpuTensor,
+    ifm: NpuTensor,
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(offset, shape) of the NHWC box of `ifm` that a propagator says the NHWC box (offset,
+    shape) of `ofm` reads: the affine map of the box's start (rounded down) and shape (rounded
+    up) in the stored layouts, clipped to the tensor. This is how a stripe's position maps,
+    beside the stripe shape the cascader propagates."""
+    start, size = _stored_box(offset, shape, ofm)
+    linear = propagator.transform[:-1, :-1]
+    shift = propagator.transform[:-1, -1]
+    eps = 1e-9  # 1/2 and 1/16 are exact in binary, but a sum of products may not be
+    first = np.floor(linear @ start + eps).astype(np.int64) + np.array(propagator.offset)
+    count = np.ceil(linear @ size + shift - eps).astype(np.int64)
+    full = np.array(stored_shape(ifm))
+    lo = np.clip(first, 0, full)
+    hi = np.maximum(np.clip(first + count, 0, full), lo)
+    if ifm.layout != Layout.NHCWB16:
+        return tuple(int(v) for v in lo), tuple(int(v) for v in hi - lo)
+    c0, c1 = int(lo[2]) * BRICK, min(int(hi[2]) * BRICK, ifm.shape[3])
+    return (
+        (int(lo[0]), int(lo[1]), int(lo[3]), c0),
+        (int(hi[0] - lo[0]), int(hi[1] - lo[1]), int(hi[3] - lo[3]), max(c1 - c0, 0)),
+    )
+
+
+def _feature_inputs(op: NpuOp) -> tuple[NpuTensor, ...]:
+    return (op.ifm, op.ifm2) if isinstance(op, BinaryElementwise) else (op.ifm,)
+
+
+def _weight_propagators(op: NpuOp) -> tuple[Propagator, ...]:
+    """A convolution's weights (all of each output channel's) and scale-bias bytes."""
+    if not isinstance(op, Conv2D):
+        return ()
+    _, kh, kw, i = op.weights.shape
+    weights = np.array(
+        [[0, 0, 0, 1, 0], [0, 0, 0, 0, kh], [0, 0, 0, 0, kw], [0, 0, 0, 0, i], [0, 0, 0, 0, 1]],
+        dtype=np.float64,
+    )
+    bias = np.array([[0, 0, 0, 1, 0], [0, 0, 0, 0, SCALE_BIAS_BYTES], [0, 0, 0, 0, 1]],
+                    dtype=np.float64)  # fmt: skip
+    return (_constant_propagator(weights, op.ofm), _constant_propagator(bias, op.ofm))
+
+
+def reads_through_view(op: NpuOp, tensor: NpuTensor) -> bool:
+    """Whether `op` reads `tensor` under another shape than the tensor has: softmax's channel
+    max reads its (1, H, W, C) input as (1, H*W, C, 1), its SUB the (1, H*W, 1, 1) maxima as
+    (1, H, W, 1), a fully connected layer a 4-D input as one row. The graph gives such inputs
+    their producer's shape, in which the op's window is no affine map, so the op reads all
+    of it."""
+    shape = tensor.shape
+    if isinstance(op, BinaryElementwise | UnaryElementwise) or (
+        isinstance(op, Identity) and shape == op.ofm.shape
+    ):
+        return any(s not in (o, 1) for s, o in zip(shape, op.ofm.shape, strict=True))
+    if not isinstance(op, Conv2D | Pooling):
+        return False
+    block = (getattr(op, "ifm_region", ()) or shape)[1:]
+    start = (getattr(op, "ifm_offset", ()) or (0, 0, 0, 0))[1:]
+    if any(o + b > s for o, b, s in zip(start, block, shape[1:], strict=True)):
+        return True
+    factor = 1 if op.upscale == "NONE" else 2
+    k, p = op.kernel, op.padding
+    kh, kw = dilated_kernel(op)
+    need_h = (op.ofm.shape[1] - 1) * k.stride_h + kh - p.top - p.bottom
+    need_w = (op.ofm.shape[2] - 1) * k.stride_w + kw - p.left - p.right
+    if need_h > factor * block[0] or need_w > factor * block[1]:
+        return True
+    depth, out_depth = block[2], op.ofm.shape[3]
+    if isinstance(op, Pooling):
+        return op.pool_type != "SUM" and depth != out_depth
+    if op.kind == "depthwise_conv2d":
+        return out_depth % depth != 0
+    return op.weights.shape[3] != depth
 
 
 def reshape_propagator(ifm: NpuTensor, ofm: NpuTensor) -> Propagator:

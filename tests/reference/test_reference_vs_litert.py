@@ -31,9 +31,7 @@ _NOT_ON_NPU = {
     "DEPTHWISE_CONV_2D-multiplier2": "partition keeps it on the host",
     "RESIZE_BILINEAR-half-pixel": "no NPU legalization yet",
 }
-_KNOWN_WRONG = {
-    "SOFTMAX-vector-beta": "TVM's TFLite frontend drops SOFTMAX's beta",
-}
+_KNOWN_WRONG: dict[str, str] = {}
 
 
 def _case(case: str):
