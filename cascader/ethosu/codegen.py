@@ -1,0 +1,606 @@
+"""A stripe schedule -> Vela API operations (`ethosu.vela.api`) -> register command stream,
+driver payload and the encoded constants, plus the same operations grouped per op as the
+performance evaluator's input.
+
+Regions follow Vela's base pointers: 0 the constants (encoded weights, scale-bias, LUTs, pad
+fills), 1 the arena (Vela's scratch: feature maps in the memory mode's I/O area), 2 the fast
+scratch (the SRAM cascade region when the arena lives elsewhere, as on Ethos-U65 with
+Dedicated_Sram). Everything is laid out in first-use order, so equal inputs give equal bytes."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from ethosu.vela.api import (
+    NpuActivation,
+    NpuActivationOp,
+    NpuAddressRange,
+    NpuBlockOperation,
+    NpuBlockTraversal,
+    NpuConv2DOperation,
+    NpuConvDepthWiseOperation,
+    NpuDataType,
+    NpuDmaOperation,
+    NpuElementWiseOp,
+    NpuElementWiseOperation,
+    NpuFeatureMap,
+    NpuKernel,
+    NpuLayout,
+    NpuOperation,
+    NpuPadding,
+    NpuPoolingOp,
+    NpuPoolingOperation,
+    NpuQuantization,
+    NpuResamplingMode,
+    NpuRoundingMode,
+    NpuShape3D,
+    NpuTileBox,
+    npu_create_driver_payload,
+    npu_encode_bias,
+    npu_encode_weights,
+    npu_generate_register_command_stream,
+)
+from ethosu.vela.register_command_stream_util import BASE_PTR_INDEX_MEM2MEM
+
+from cascader.ethosu.perf import ScheduledOp
+from cascader.ethosu.vela_arch import default_arch, npu_accelerator
+from cascader.flow.npu_ops import (
+    BinaryElementwise,
+    Conv2D,
+    Identity,
+    Layout,
+    NpuOp,
+    NpuTensor,
+    Pooling,
+    Quant,
+    UnaryElementwise,
+)
+from cascader.flow.schedule import (
+    REGION_CONSTANTS,
+    Box,
+    Buffer,
+    Copy,
+    Schedule,
+    ScheduleError,
+    Stripe,
+    copy_box,
+)
+
+__all__ = ["Compiled", "FunctionStream", "encoded_weights", "generate"]
+
+_ALIGN = 16
+_DTYPES = {
+    "int8": NpuDataType.INT8,
+    "uint8": NpuDataType.UINT8,
+    "int16": NpuDataType.INT16,
+    "int32": NpuDataType.INT32,
+}
+_POOL = {"MAX": NpuPoolingOp.MAX, "AVG": NpuPoolingOp.AVERAGE, "SUM": NpuPoolingOp.REDUCE_SUM}
+_UPSCALE = {
+    "NONE": NpuResamplingMode.NONE,
+    "NEAREST": NpuResamplingMode.NEAREST,
+    "ZEROS": NpuResamplingMode.TRANSPOSE,
+}
+_ROUNDING = {"TFL": NpuRoundingMode.TFL, "HALF_UP": NpuRoundingMode.NATURAL,
+             "NATURAL": NpuRoundingMode.NATURAL}  # fmt: skip
+
+
+def _aligned(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
+# ---- constants -------------------------------------------------------------------------------
+
+
+def _is_part_kernel_first(op: Conv2D) -> bool:
+    """Vela's traversal choice for a conv2d (better DPU utilisation, always for depth <= 8)."""
+    if op.kind == "depthwise_conv2d":
+        return False
+    _, kh, kw, depth = op.weights.shape
+    kernel = kh * kw
+    depth_use = depth / math.ceil(depth / 32) / 32
+    part_kernel_use = (depth / (math.ceil(depth / 8) * 8)) * (kernel / (math.ceil(kernel / 4) * 4))
+    return part_kernel_use >= depth_use or depth <= 8
+
+
+_ENCODED: dict[tuple, bytes] = {}
+
+
+def encoded_weights(accelerator: str, op: Conv2D, lo: int, hi: int, depth: int) -> bytes:
+    """Vela's encoding of the weights of output channels [lo, hi), for OFM blocks `depth`
+    deep. Cached by content: the scheduler sizes buffers with it, codegen emits it, and a
+    sweep encodes the same slices again and again."""
+    weights = op.weights[lo:hi].astype(np.int16) - np.int16(op.weight_zero_point)
+    key = (
+        accelerator,
+        hashlib.sha256(weights.tobytes()).hexdigest(),
+        weights.shape,
+        op.kind,
+        op.kernel.dilation_w,
+        op.kernel.dilation_h,
+        op.ifm.dtype,
+        depth,
+    )
+    found = _ENCODED.get(key)
+    if found is None:
+        found = _ENCODED[key] = _encode(accelerator, op, weights, depth)
+    return found
+
+
+def _encode(accelerator: str, op: Conv2D, weights: np.ndarray, depth: int) -> bytes:
+    traversal = (
+        NpuBlockTraversal.PART_KERNEL_FIRST
+        if _is_part_kernel_first(op)
+        else NpuBlockTraversal.DEPTH_FIRST
+    )
+    encoded = npu_encode_weights(
+        npu_accelerator(accelerator),
+        weights,
+        (op.kernel.dilation_w, op.kernel.dilation_h),
+        8 if op.ifm.dtype in ("int8", "uint8") else 16,
+        depth,
+        op.kind == "depthwise_conv2d",
+        traversal,
+    )
+    return bytes(encoded)
+
+
+def _encoded_bias(op: Conv2D, lo: int, hi: int) -> bytes:
+    return b"".join(
+        bytes(npu_encode_bias(np.int64(b), int(m), int(s)))
+        for b, m, s in zip(op.biases[lo:hi], op.multipliers[lo:hi], op.shifts[lo:hi], strict=True)
+    )
+
+
+class _ConstantPool:
+    """The constants blob: each distinct piece once, 16-byte aligned and padded (the NPU reads
+    and copies whole 16-byte units), in first-use order."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.offsets: dict[object, int] = {}
+
+    def add(self, key: object, payload: bytes) -> NpuAddressRange:
+        offset = self.offsets.get(key)
+        if offset is None:
+            offset = len(self.data)
+            self.offsets[key] = offset
+            self.data += payload + bytes(_aligned(len(payload)) - len(payload))
+        return NpuAddressRange(REGION_CONSTANTS, offset, _aligned(len(payload)))
+
+
+# ---- feature maps ----------------------------------------------------------------------------
+
+
+def _strides(frame: tuple[int, ...], layout: Layout, elem: int) -> NpuShape3D:
+    _, _, w, c = frame
+    if layout == Layout.NHCWB16:
+        x = 16 * elem
+        return NpuShape3D(height=w * math.ceil(c / 16) * 16 * elem, width=x, depth=x * w)
+    return NpuShape3D(height=w * c * elem, width=c * elem, depth=elem)
+
+
+def _offset(y: int, x: int, c: int, strides: NpuShape3D, layout: Layout, elem: int) -> int:
+    if layout == Layout.NHCWB16:
+        return y * strides.height + x * strides.width + (c // 16) * strides.depth + (c % 16) * elem
+    return y * strides.height + x * strides.width + c * elem
+
+
+def _quant(q: Quant) -> NpuQuantization:
+    scale = None if not q.scale or math.isnan(q.scale) else float(q.scale)
+    return NpuQuantization(scale_f32=scale, zero_point=int(q.zero_point))
+
+
+def _feature_map(
+    tensor: NpuTensor,
+    box: Box,
+    buf: Buffer,
+    origin: tuple[int, ...],
+    steps: tuple[int, ...] = (1, 1, 1, 1),
+) -> NpuFeatureMap:
+    """`box` of `tensor` as the NPU addresses it in `buf` (whose window starts at `origin`);
+    a rolling buffer's wrap becomes a second tile."""
+    fm = NpuFeatureMap()
+    fm.data_type = _DTYPES[tensor.dtype]
+    fm.region = buf.region
+    fm.layout = NpuLayout[buf.layout.value]
+    fm.quantization = _quant(tensor.quant)
+    _, h, w, c = box.shape
+    fm.shape = NpuShape3D(height=h, width=w, depth=c)
+    elem = buf.dtype_bytes
+    base = _strides(buf.frame, buf.layout, elem)
+    _, y0, x0, c0 = (b - o for b, o in zip(box.start, origin, strict=True))
+    if buf.kind == "rolling":
+        y0 = box.start[1] % buf.rows
+    address = buf.address + _offset(y0, x0, c0, base, buf.layout, elem)
+    if buf.kind == "rolling" and y0 + h > buf.rows:
+        first = buf.rows - y0
+        wrapped = buf.address + _offset(0, x0, c0, base, buf.layout, elem)
+        fm.tiles = NpuTileBox(first, first, w, [address, 0, wrapped, 0])
+    else:
+        fm.tiles = NpuTileBox(h, h, w, [address, 0, 0, 0])
+    if steps[3] != 1:
+        raise ScheduleError("the NPU cannot step over channels when reading a feature map")
+    fm.strides = NpuShape3D(
+        height=base.height * steps[1], width=base.width * steps[2], depth=base.depth
+    )
+    return fm
+
+
+def _lines(box: Box, buf: Buffer, origin: tuple[int, ...]) -> list[tuple[int, int]]:
+    """(address, bytes) of each contiguous line of `box` in `buf`: a run of channels (NHWC)
+    or a brick row (NHCWB16), in row-major order."""
+    elem = buf.dtype_bytes
+    strides = _strides(buf.frame, buf.layout, elem)
+    _, y0, x0, c0 = (b - o for b, o in zip(box.start, origin, strict=True))
+    _, h, w, c = box.shape
+    if buf.layout == Layout.NHCWB16:
+        points = [(y, x0, cb * 16, w * 16 * elem) for y in range(y0, y0 + h)
+                  for cb in range(c0 // 16, math.ceil((c0 + c) / 16))]  # fmt: skip
+    else:
+        points = [(y, x, c0, c * elem) for y in range(y0, y0 + h) for x in range(x0, x0 + w)]
+    return [
+        (buf.address + _offset(y, x, ch, strides, buf.layout, elem), n) for y, x, ch, n in points
+    ]
+
+
+def _copy_runs(
+    box: Box, src: Buffer, src_origin: tuple[int, ...], dst: Buffer, dst_origin: tuple[int, ...]
+) -> list[tuple[int, int, int]]:
+    """(source, destination, bytes) DMA runs copying `box` between two buffers: line by line,
+    merged while both sides stay contiguous."""
+    runs: list[tuple[int, int, int]] = []
+    pairs = zip(_lines(box, src, src_origin), _lines(box, dst, dst_origin), strict=True)
+    for (s, n), (d, _) in pairs:
+        if runs and runs[-1][0] + runs[-1][2] == s and runs[-1][1] + runs[-1][2] == d:
+            runs[-1] = (runs[-1][0], runs[-1][1], runs[-1][2] + n)
+        else:
+            runs.append((s, d, n))
+    return runs
+
+
+# ---- operations ------------------------------------------------------------------------------
+
+
+def _activation(op: NpuOp, ofm: NpuTensor, lut_index: int) -> NpuActivation | None:
+    act = getattr(op, "activation", None)
+    if act is None or act.kind == "NONE":
+        return None
+    if act.kind == "LUT":
+        activation = NpuActivation(NpuActivationOp.TABLE_LOOKUP)
+        activation.lookup_table_index = lut_index
+        return activation
+    activation = NpuActivation(NpuActivationOp.NONE_OR_RELU)
+    q = _quant(ofm.quant)
+    scale = q.scale_f32 or 1.0
+    activation.min = (act.clamp_min - q.zero_point) * scale
+    activation.max = (act.clamp_max - q.zero_point) * scale
+    return activation
+
+
+def _fits_register(tensor: NpuTensor, value: int) -> bool:
+    """Whether a constant fits the 16-bit IFM2 scalar register (and converts exactly)."""
+    info = np.iinfo(tensor.dtype)
+    return max(info.min, -(1 << 15)) <= value <= min(info.max, (1 << 15) - 1)
+
+
+def _scalar_map(tensor: NpuTensor) -> NpuFeatureMap:
+    fm = NpuFeatureMap()
+    fm.data_type = _DTYPES[tensor.dtype]
+    fm.quantization = _quant(tensor.quant)
+    fm.shape = NpuShape3D(1, 1, 1)
+    fm.layout = NpuLayout.NHWC
+    return fm
+
+
+def _scalar_value(tensor: NpuTensor, value: int) -> float:
+    """The real value whose quantisation in `tensor`'s parameters is the integer `value`."""
+    q = _quant(tensor.quant)
+    return float((value - q.zero_point) * (q.scale_f32 or 1.0))
+
+
+def _kernel(op: Conv2D | Pooling) -> NpuKernel:
+    k = op.kernel
+    return NpuKernel(k.width, k.height, k.stride_w, k.stride_h, k.dilation_w, k.dilation_h)
+
+
+@dataclass
+class FunctionStream:
+    """One NPU function's operations and what Vela makes of them."""
+
+    name: str
+    operations: list[NpuOperation]
+    command_stream: bytes = b""
+    driver_payload: bytes = b""
+
+
+@dataclass
+class Compiled:
+    """Per NPU function its command stream and driver payload; the shared constants blob; the
+    arena and fast-scratch sizes; and per op the scheduled stripes for the evaluator."""
+
+    functions: list[FunctionStream]
+    constants: bytes
+    arena_bytes: int
+    scratch_bytes: int
+    scheduled_ops: list[ScheduledOp] = field(default_factory=list)
+
+
+class _Emitter:
+    def __init__(self, schedule: Schedule, accelerator: str) -> None:
+        self.schedule = schedule
+        self.accelerator = accelerator
+        self.pool = _ConstantPool()
+        self.buffers = schedule.buffers
+        self.memory = schedule.memory
+        self.area_of_region = {b.region: b.area for b in schedule.buffers}
+        self.arch = default_arch(accelerator)
+        self.lut_slots: dict[bytes, int] = {}
+        self.blocks = {s.part: s.block for s in schedule.steps if isinstance(s, Stripe)}
+        self.filled: set[int] = set()
+
+    def area(self, region: int) -> str:
+        if region == REGION_CONSTANTS:
+            return self.memory.roles["constants"]
+        return self.area_of_region[region]
+
+    def copy_ops(self, copy: Copy) -> list[NpuOperation]:
+        net = self.schedule.network
+        dest = self.buffers[copy.dest]
+        if copy.what == "feature_map":
+            src = self.buffers[copy.source]
+            runs = _copy_runs(copy.box, src, (0, 0, 0, 0), dest, copy.box.start)
+            return [
+                NpuDmaOperation(
+                    NpuAddressRange(src.region, s, n), NpuAddressRange(dest.region, d, n)
+                )
+                for s, d, n in runs
+            ]
+        op = net.ops[copy.part]
+        lo, hi = copy.box.start[0], copy.box.end[0]
+        source = self.constant_range(op, copy.part, copy.what, lo, hi)
+        length = _aligned(source.length)
+        return [
+            NpuDmaOperation(
+                NpuAddressRange(REGION_CONSTANTS, source.address, length),
+                NpuAddressRange(dest.region, dest.address, length),
+            )
+        ]
+
+    def constant_range(self, op: Conv2D, part: int, what: str, lo: int, hi: int):
+        if what == "weights":
+            depth = self.block_depth(part)
+            payload = encoded_weights(self.accelerator, op, lo, hi, depth)
+            return self.pool.add(("w", part, lo, hi, depth), payload)
+        return self.pool.add(("b", part, lo, hi), _encoded_bias(op, lo, hi))
+
+    def block_depth(self, part: int) -> int:
+        """The OFM block depth of the part's stripes, which its weight encoding depends on."""
+        return self.blocks[part][2]
+
+    def stripe_ops(self, stripe: Stripe) -> list[NpuOperation]:
+        net = self.schedule.network
+        op = net.ops[stripe.part]
+        before: list[NpuOperation] = []
+        lut_index = 0
+        act = getattr(op, "activation", None)
+        if act is not None and act.kind == "LUT":
+            lut_index, dma = self.lut(act)
+            before += dma
+        out = self.buffers[stripe.ofm_buffer]
+        ofm_box = stripe.ofm
+        ifm_box, ifm_buf, ifm_origin = stripe.ifms[0]
+        if isinstance(op, Identity) and op.ifm.shape != op.ofm.shape:
+            return before + self.block_copy(op, stripe)
+        npu: NpuBlockOperation
+        if isinstance(op, Conv2D):
+            npu = NpuConvDepthWiseOperation() if op.kind == "depthwise_conv2d" else (
+                NpuConv2DOperation())  # fmt: skip
+            if isinstance(npu, NpuConv2DOperation):
+                npu.block_traversal = (
+                    NpuBlockTraversal.PART_KERNEL_FIRST
+                    if _is_part_kernel_first(op)
+                    else NpuBlockTraversal.DEPTH_FIRST
+                )
+            npu.kernel = _kernel(op)
+            lo, hi = stripe.channels
+            weights = self.constant_range(op, stripe.part, "weights", lo, hi)
+            bias = self.constant_range(op, stripe.part, "scale_bias", lo, hi)
+            if stripe.weights_buffer >= 0:
+                buf = self.buffers[stripe.weights_buffer]
+                weights = NpuAddressRange(buf.region, buf.address, weights.length)
+            if stripe.bias_buffer >= 0:
+                buf = self.buffers[stripe.bias_buffer]
+                bias = NpuAddressRange(buf.region, buf.address, bias.length)
+            npu.weights = [weights]
+            npu.biases = [bias]
+            npu.ifm_upscale = _UPSCALE[op.upscale]
+        elif isinstance(op, Pooling):
+            npu = NpuPoolingOperation(_POOL[op.pool_type])
+            npu.kernel = _kernel(op)
+            npu.rounding_mode = _ROUNDING[op.rounding]
+            npu.ifm_upscale = _UPSCALE[op.upscale]
+        elif isinstance(op, BinaryElementwise):
+            npu = NpuElementWiseOperation(NpuElementWiseOp[op.operator])
+            npu.rounding_mode = _ROUNDING[op.rounding]
+            if op.rescale is not None:
+                npu.rescale = (int(op.rescale[0]), int(op.rescale[1]))
+        elif isinstance(op, UnaryElementwise) and op.operator == "CLZ":
+            npu = NpuElementWiseOperation(NpuElementWiseOp.CLZ)
+        else:  # a table lookup or a requantizing copy: a 1x1 average pool, as Vela runs them
+            npu = NpuPoolingOperation(NpuPoolingOp.AVERAGE)
+            npu.kernel = NpuKernel(1, 1)
+        if isinstance(op, BinaryElementwise):
+            self.operands(npu, op, stripe)
+        else:
+            npu.ifm = _feature_map(op.ifm, ifm_box, self.buffers[ifm_buf], ifm_origin)
+        npu.ofm = _feature_map(op.ofm, ofm_box, out, stripe.ofm_origin)
+        if isinstance(op, UnaryElementwise) and op.operator == "LUT":
+            npu.ofm.quantization = npu.ifm.quantization  # the table maps the raw input value
+        top, left, bottom, right = stripe.padding
+        if not isinstance(npu, NpuElementWiseOperation):
+            npu.padding = NpuPadding(top=top, left=left, bottom=bottom, right=right)
+        npu.activation = _activation(op, op.ofm, lut_index)
+        npu.block_config = NpuShape3D(*stripe.block)
+        npu.name = op.name
+        return [*before, npu]
+
+    def operands(self, npu: NpuElementWiseOperation, op: BinaryElementwise, stripe: Stripe) -> None:
+        """IFM and IFM2 of a binary op. A constant operand becomes the IFM2 scalar register
+        when it fits its 16 bits, else a 1x1x1 tensor in the constants region; the operands
+        swap when the first is the scalar or the broadcast one."""
+        (box1, buf1, org1), (box2, buf2, org2) = stripe.ifms
+        first = None if op.ifm_scalar is not None else (
+            _feature_map(op.ifm, box1, self.buffers[buf1], org1))  # fmt: skip
+        second = None if op.ifm2_scalar is not None else (
+            _feature_map(op.ifm2, box2, self.buffers[buf2], org2))  # fmt: skip
+        if first is None and second is not None and _fits_register(op.ifm, op.ifm_scalar):
+            npu.reversed_operands = True
+            npu.ifm, npu.ifm2 = second, _scalar_map(op.ifm)
+            npu.ifm2_scalar = _scalar_value(op.ifm, op.ifm_scalar)
+            return
+        npu.ifm = first or self.constant_map(op.ifm, op.ifm_scalar)
+        if second is None and _fits_register(op.ifm2, op.ifm2_scalar):
+            npu.ifm2 = _scalar_map(op.ifm2)
+            npu.ifm2_scalar = _scalar_value(op.ifm2, op.ifm2_scalar)
+            return
+        npu.ifm2 = second or self.constant_map(op.ifm2, op.ifm2_scalar)
+        if any(a < b for a, b in zip(npu.ifm.shape, npu.ifm2.shape, strict=True)):
+            npu.ifm, npu.ifm2 = npu.ifm2, npu.ifm  # the NPU broadcasts only IFM2
+            npu.reversed_operands = True
+
+    def constant_map(self, tensor: NpuTensor, value: int) -> NpuFeatureMap:
+        data = np.array([value], dtype=np.dtype(tensor.dtype).newbyteorder("<")).tobytes()
+        where = self.pool.add(("scalar", tensor.dtype, value), data)
+        fm = _scalar_map(tensor)
+        fm.region = REGION_CONSTANTS
+        fm.tiles = NpuTileBox(1, 1, 1, [where.address, 0, 0, 0])
+        return fm
+
+    def block_copy(self, op: Identity, stripe: Stripe) -> list[NpuOperation]:
+        """Concatenate/split/slice/pad: a 1x1 average pool copying the block, after filling a
+        pad's output with its fill value (one DMA of prepared fill bytes)."""
+        ops: list[NpuOperation] = []
+        out = self.buffers[stripe.ofm_buffer]
+        if op.ofm_fill is not None and (out.kind != "tensor" or out.index not in self.filled):
+            self.filled.add(out.index)
+            fill = np.full(out.size, op.ofm_fill, dtype=np.int8).tobytes()
+            source = self.pool.add(("fill", out.size, op.ofm_fill), fill)
+            ops.append(
+                NpuDmaOperation(
+                    NpuAddressRange(REGION_CONSTANTS, source.address, out.size),
+                    NpuAddressRange(out.region, out.address, out.size),
+                )
+            )
+        inside = copy_box(op, stripe.ofm)
+        if inside is None:
+            return ops
+        ifm_box, written = inside
+        _, ifm_buf, ifm_origin = stripe.ifms[0]
+        npu = NpuPoolingOperation(NpuPoolingOp.AVERAGE)
+        npu.kernel = NpuKernel(1, 1)
+        steps = op.ifm_strides or (1, 1, 1, 1)
+        shaped = Box(ifm_box.start, written.shape)
+        npu.ifm = _feature_map(op.ifm, shaped, self.buffers[ifm_buf], ifm_origin, steps)
+        npu.ofm = _feature_map(op.ofm, written, out, stripe.ofm_origin)
+        npu.padding = NpuPadding(0, 0, 0, 0)
+        npu.block_config = NpuShape3D(*stripe.block)
+        npu.name = op.name
+        ops.append(npu)
+        return ops
+
+    def lut(self, act) -> tuple[int, list[NpuOperation]]:
+        """The SHRAM slot of a lookup table, and the DMA loading it when it is not there yet
+        (slots are kept for the whole stream: tables never exceed the reserved LUT banks)."""
+        dtype = np.int32 if act.lut_dtype == "int32" else np.int8
+        table = np.asarray(act.lut, dtype=dtype).tobytes()
+        slot_bytes = self.arch.shram_lut_slot_size
+        slots = len(table) // slot_bytes
+        if table in self.lut_slots:
+            return self.lut_slots[table], []
+        used = sum(max(len(t) // slot_bytes, 1) for t in self.lut_slots)
+        total = self.arch.shram_lut_size // slot_bytes
+        if used + slots > total:
+            self.lut_slots.clear()
+            used = 0
+        index = used
+        self.lut_slots[table] = index
+        source = self.pool.add(("lut", table), table)
+        dest = NpuAddressRange(
+            BASE_PTR_INDEX_MEM2MEM, self.arch.shram_lut_address + index * slot_bytes, len(table)
+        )
+        return index, [NpuDmaOperation(source, dest)]
+
+
+def generate(schedule: Schedule, accelerator: str, command_streams: bool = True) -> Compiled:
+    """Vela API operations for every step of `schedule`, per NPU function; with
+    `command_streams` also each function's register command stream and driver payload."""
+    if default_arch(accelerator).ncores != 1:
+        raise ScheduleError(f"{accelerator}: multi-core weight encoding is not supported")
+    emitter = _Emitter(schedule, accelerator)
+    net = schedule.network
+    streams: dict[int, FunctionStream] = {}
+    per_part: dict[int, dict] = {}
+    order: list[int] = []
+    for step in schedule.steps:
+        function = net.function_of[step.part]
+        stream = streams.setdefault(function, FunctionStream(net.functions[function].name, []))
+        if isinstance(step, Copy):
+            stream.operations += emitter.copy_ops(step)
+            continue
+        ops = emitter.stripe_ops(step)
+        stream.operations += ops
+        record = per_part.get(step.part)
+        if record is None:
+            record = per_part[step.part] = {"stripes": [], "lut": 0, "first": step}
+            order.append(step.part)
+        for npu in ops:
+            if isinstance(npu, NpuBlockOperation):
+                record["stripes"].append(npu)
+            elif npu.dest.region == BASE_PTR_INDEX_MEM2MEM:
+                record["lut"] += npu.src.length
+    scheduled = [_scheduled_op(emitter, net.ops[p], per_part[p]) for p in order]
+    functions = [streams[k] for k in sorted(streams)]
+    target = npu_accelerator(accelerator)
+    if command_streams:
+        for stream in functions:
+            words = npu_generate_register_command_stream(stream.operations, target)
+            stream.command_stream = np.asarray(words, dtype="<u4").tobytes()
+            stream.driver_payload = bytes(npu_create_driver_payload(words, target))
+    return Compiled(
+        functions,
+        bytes(emitter.pool.data),
+        schedule.arena_bytes,
+        schedule.scratch_bytes,
+        scheduled,
+    )
+
+
+def _scheduled_op(emitter: _Emitter, op: NpuOp, record: dict) -> ScheduledOp:
+    stripes = tuple(record["stripes"])
+    if not stripes:
+        raise ScheduleError(f"{op.name}: no NPU operation was emitted")
+    first: Stripe = record["first"]
+    lead = stripes[0]
+    copied = first.weights_buffer >= 0
+    constants = emitter.memory.roles["constants"]
+    const_area = None
+    if lead.weights or lead.biases:
+        const_area = emitter.area(lead.weights[0].region if lead.weights else lead.biases[0].region)
+    return ScheduledOp(
+        name=op.name,
+        stripes=stripes,
+        ifm_area=emitter.area(lead.ifm.region),
+        ofm_area=emitter.area(lead.ofm.region),
+        ifm2_area=emitter.area(lead.ifm2.region)
+        if lead.ifm2 is not None and lead.ifm2_scalar is None
+        else None,
+        const_area=const_area,
+        weight_source_area=constants if copied else None,
+        weight_buffering="single",
+        lut_source_area=constants if record["lut"] else None,
+        lut_bytes=record["lut"],
+    )

@@ -1,0 +1,302 @@
+"""The end-to-end flow of one design point: a TFLite model, an Ethos-U system and an SRAM pool,
+with the cascader on (its options) or off (the copy-constants schedule) -> stripe schedule ->
+Vela's performance estimate (`estimate`), or -> command streams, payloads and constants
+written to a directory (`compile_model`).
+
+The front half (import, partition, legalize, cascader graph) depends only on the model and
+the accelerator, and a sweep asks for many pools and options per model, so it is cached in
+process by (model sha256, accelerator)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from cascader.core.cascade import CascadeResult, cascade
+from cascader.core.options import CascaderOptions
+from cascader.ethosu.codegen import Compiled, encoded_weights, generate
+from cascader.ethosu.memory import SystemMemory, system_memory
+from cascader.ethosu.perf import AREAS, PerfReport, evaluate
+from cascader.flow.cascader_graph import graph_document
+from cascader.flow.frontend import import_tflite, load_tflite
+from cascader.flow.legalize import choose_layouts, legalize, remove_identities
+from cascader.flow.partition import host_ops, partition_for_ethosu
+from cascader.flow.schedule import (
+    Network,
+    Schedule,
+    ScheduleError,
+    layer_by_layer_schedule,
+    network,
+    proposal_schedule,
+)
+
+__all__ = ["Estimate", "Point", "compile_model", "estimate", "front_half", "schedule_point"]
+
+_FRONT_CACHE_SIZE = 8
+
+
+@dataclass(frozen=True)
+class Front:
+    """A model after the front half: its NPU network and the operators left on the host."""
+
+    sha256: str
+    network: Network
+    host_ops: tuple[str, ...]
+
+
+_FRONTS: OrderedDict[tuple[str, str], Front] = OrderedDict()
+
+
+def _model_bytes(model: str | Path | bytes) -> tuple[bytes, str]:
+    if isinstance(model, bytes | bytearray):
+        return bytes(model), "model.tflite"
+    return load_tflite(model), Path(model).name
+
+
+def front_half(model: bytes, accelerator: str) -> Front:
+    """Import, partition and legalize `model` and build its cascader graph for `accelerator`
+    (cached per model sha256 and accelerator, least recently used first out)."""
+    sha = hashlib.sha256(model).hexdigest()
+    key = (sha, accelerator)
+    found = _FRONTS.get(key)
+    if found is not None:
+        _FRONTS.move_to_end(key)
+        return found
+    module = partition_for_ethosu(import_tflite(model))
+    functions = [choose_layouts(remove_identities(f)) for f in legalize(module)]
+    found = Front(sha, network(functions, accelerator), tuple(host_ops(module)))
+    _FRONTS[key] = found
+    while len(_FRONTS) > _FRONT_CACHE_SIZE:
+        _FRONTS.popitem(last=False)
+    return found
+
+
+@dataclass(frozen=True)
+class Point:
+    """One design point's schedule: the memory system, the cascader's run (None when off),
+    the chosen proposal's index, the stripe schedule and whether it fits the pool."""
+
+    memory: SystemMemory
+    cascade: CascadeResult | None
+    schedule: Schedule
+    fits: bool
+
+
+def schedule_point(
+    front: Front,
+    memory: SystemMemory,
+    options: CascaderOptions | None,
+    feature_maps: str = "io",
+) -> Point:
+    """The stripe schedule of a point. With the cascader on, the chosen proposal (the
+    smallest one when none fits, so an infeasible point still has a score); off, the
+    copy-constants schedule with feature maps in the `feature_maps` role's area. The point
+    fits when what the schedule holds in SRAM fits the pool (the cascader's own budget of a
+    proposal counts some buffers twice, so it can refuse a proposal that fits)."""
+    net = front.network
+    accelerator = memory.accelerator
+
+    def size(part: int, lo: int, hi: int, depth: int) -> int:
+        return len(encoded_weights(accelerator, net.ops[part], lo, hi, depth))
+
+    if options is None:
+        schedule = layer_by_layer_schedule(net, memory, size, feature_maps, check=False)
+        return Point(memory, None, schedule, schedule.sram_bytes <= memory.sram_bytes)
+    document = graph_document(net.graph, memory, options)
+    try:
+        result = cascade(document.graph, document.regions, document.home_map, document.options)
+    except ValueError as error:  # no proposal covers the graph
+        raise ScheduleError(f"the cascader made no schedule: {error}") from None
+    schedule = proposal_schedule(net, result.chosen, memory, size, check=False)
+    return Point(memory, result, schedule, schedule.sram_bytes <= memory.sram_bytes)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What `dse estimate --json` prints for one point (DESIGN.md's object)."""
+
+    model: str
+    model_sha256: str
+    accelerator: str
+    system_config: str
+    memory_mode: str
+    sram_pool_bytes: int
+    options: CascaderOptions | None
+    fits: bool
+    sram_used_bytes: int
+    report: PerfReport
+    host_ops: tuple[str, ...]
+
+    def to_json(self) -> dict:
+        report = self.report
+        return {
+            "model": self.model,
+            "model_sha256": self.model_sha256,
+            "accelerator": self.accelerator,
+            "system_config": self.system_config,
+            "memory_mode": self.memory_mode,
+            "sram_pool_bytes": self.sram_pool_bytes,
+            "cascader": {
+                "enabled": self.options is not None,
+                "options": self.options.to_json() if self.options is not None else {},
+            },
+            "fits": self.fits,
+            "sram_used_bytes": self.sram_used_bytes,
+            "total_cycles": report.total_cycles,
+            "npu_cycles": report.npu_cycles,
+            "macs": report.macs,
+            "inference_time_s": report.inference_time_s,
+            "bytes": {area: report.bytes(area) for area in AREAS},
+            "npu_ops": len(report.ops),
+            "host_ops": list(self.host_ops),
+            "ops": [
+                {
+                    "name": op.name,
+                    "kind": op.kind,
+                    "stripes": op.stripes,
+                    "cycles": op.total_cycles,
+                    "macs": op.macs,
+                    "bytes": {a: op.bytes_read[a] + op.bytes_written[a] for a in AREAS},
+                }
+                for op in report.ops
+            ],
+        }
+
+
+def _run(
+    model: str | Path | bytes,
+    accelerator: str,
+    system_config: str,
+    memory_mode: str,
+    sram_bytes: int,
+    options: CascaderOptions | None,
+    vela_config: str | Path | None,
+    command_streams: bool,
+) -> tuple[Estimate, Point, Compiled]:
+    data, name = _model_bytes(model)
+    memory = system_memory(accelerator, system_config, memory_mode, sram_bytes, vela_config)
+    front = front_half(data, accelerator)
+    if options is not None:
+        options = replace(options, cascade_region=memory.roles["cascade"])
+    point = schedule_point(front, memory, options)
+    compiled = generate(point.schedule, accelerator, command_streams=command_streams)
+    report = evaluate(compiled.scheduled_ops, memory)
+    result = Estimate(
+        model=name,
+        model_sha256=front.sha256,
+        accelerator=accelerator,
+        system_config=system_config,
+        memory_mode=memory_mode,
+        sram_pool_bytes=int(sram_bytes),
+        options=options,
+        fits=point.fits,
+        sram_used_bytes=point.schedule.sram_bytes,
+        report=report,
+        host_ops=front.host_ops,
+    )
+    return result, point, compiled
+
+
+def estimate(
+    model: str | Path | bytes,
+    accelerator: str,
+    system_config: str,
+    memory_mode: str,
+    sram_bytes: int,
+    options: CascaderOptions | None,
+    vela_config: str | Path | None = None,
+) -> Estimate:
+    """Vela's performance estimate of the point's schedule. `options` None turns the cascader
+    off. A point whose schedule does not fit the pool comes back with `fits` False."""
+    result, _, _ = _run(model, accelerator, system_config, memory_mode, sram_bytes, options,
+                        vela_config, command_streams=False)  # fmt: skip
+    return result
+
+
+def compile_model(
+    model: str | Path | bytes,
+    output_dir: str | Path,
+    accelerator: str,
+    system_config: str,
+    memory_mode: str,
+    sram_bytes: int,
+    options: CascaderOptions | None,
+    vela_config: str | Path | None = None,
+) -> tuple[Estimate, Point]:
+    """Compile the point and write, per NPU function i, `npu<i>.cs` (register command
+    stream words, little-endian) and `npu<i>.payload` (Vela's driver payload), plus
+    `constants.bin` and `manifest.json` (regions, sizes, I/O addresses, the estimate). The
+    caller checks `fits` first: a schedule over the pool is written all the same."""
+    result, point, compiled = _run(model, accelerator, system_config, memory_mode, sram_bytes,
+                                   options, vela_config, command_streams=True)  # fmt: skip
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    functions = []
+    for index, stream in enumerate(compiled.functions):
+        cs, payload = f"npu{index}.cs", f"npu{index}.payload"
+        (out / cs).write_bytes(stream.command_stream)
+        (out / payload).write_bytes(stream.driver_payload)
+        functions.append(
+            {
+                "name": stream.name,
+                "command_stream": cs,
+                "driver_payload": payload,
+                "operations": len(stream.operations),
+            }
+        )
+    (out / "constants.bin").write_bytes(compiled.constants)
+    schedule = point.schedule
+    memory = point.memory
+    manifest = {
+        "format": "cascader-dse-compiled",
+        "version": 1,
+        "regions": {
+            "0": {
+                "role": "constants",
+                "area": memory.roles["constants"],
+                "file": "constants.bin",
+                "bytes": len(compiled.constants),
+            },
+            "1": {"role": "arena", "area": memory.roles["io"], "bytes": schedule.arena_bytes},
+        },
+        "scratch_bytes": schedule.scratch_bytes,
+        "functions": functions,
+        "io": _io_json(schedule),
+        "estimate": result.to_json(),
+    }
+    if memory.roles["cascade"] != memory.roles["io"]:
+        manifest["regions"]["2"] = {
+            "role": "fast_scratch",
+            "area": memory.roles["cascade"],
+            "bytes": schedule.scratch_bytes,
+        }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return result, point
+
+
+def _io_json(schedule: Schedule) -> list[dict]:
+    """Each graph input and output: its name, shape, layout and where it lives."""
+    net = schedule.network
+    rows = []
+    for kind, tensors in (("input", net.graph.input_tensors), ("output", net.graph.output_tensors)):
+        for tensor in tensors:
+            if tensor.is_constant or tensor.id not in schedule.tensor_buffer:
+                continue
+            fm = net.feature_map(tensor.id)
+            buf = schedule.buffers[schedule.tensor_buffer[tensor.id]]
+            rows.append(
+                {
+                    "kind": kind,
+                    "name": fm.name,
+                    "shape": list(fm.shape),
+                    "dtype": fm.dtype,
+                    "layout": fm.layout.value,
+                    "region": buf.region,
+                    "address": buf.address,
+                    "bytes": buf.size,
+                }
+            )
+    return rows

@@ -1,0 +1,207 @@
+"""The lowering hook, as TVM's Ethos-U backend had it: a partitioned Relax module in, its
+external "ethos-u" functions lowered to TIR PrimFuncs carrying their NPU command streams out.
+
+`relax_to_tir(mod, target)` takes the module `partition_for_ethosu` makes (composites outlined
+into functions with Codegen "ethos-u"), legalizes them to NPU primitive ops (with the LUT,
+identity and layout passes of `legalize`), records `device_contexts` (every NPU function runs
+on "ethos-u"), and lowers each function with the cascader (which needs exactly one workspace
+pool on the module: its size is the SRAM pool) or, with the cascader off, with the
+copy-constants scheduler. The I/O of an NPU function lives in the workspace (Vela's arena),
+so no memory pressure is subtracted from the pool: the schedule counts those bytes itself.
+
+Workspace pools are a module attribute "workspace_memory_pools": a list of maps with
+"pool_name" and "size_hint_bytes", the shape `dse export` writes for TVM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import tvm
+from tvm import relax, tirx
+
+from cascader.core.options import CascaderOptions
+from cascader.ethosu.codegen import generate
+from cascader.ethosu.memory import system_memory
+from cascader.ethosu.vela_arch import system_arch
+from cascader.flow.legalize import choose_layouts, ethosu_functions, legalize, remove_identities
+from cascader.flow.pipeline import Front, schedule_point
+from cascader.flow.schedule import Network, ScheduleError, network
+
+__all__ = [
+    "CompiledFunction",
+    "EthosuTarget",
+    "LoweringError",
+    "compile",
+    "relax_to_tir",
+    "relax_to_tir_func",
+    "workspace_pool_bytes",
+]
+
+NO_POOL = "Workspace memory pool needs to be provided for the cascader"
+MANY_POOLS = "Exactly one workspace pool needs to be provided for the cascader"
+POOLS_ATTR = "workspace_memory_pools"
+
+
+class LoweringError(ValueError):
+    """The module or its pools cannot be lowered as asked."""
+
+
+@dataclass(frozen=True)
+class EthosuTarget:
+    """Where and how NPU functions are compiled. `options` None turns the cascader off (the
+    copy-constants scheduler); system config and memory mode default to the family's."""
+
+    accelerator: str = "ethos-u55-256"
+    system_config: str | None = None
+    memory_mode: str | None = None
+    options: CascaderOptions | None = field(
+        default_factory=lambda: CascaderOptions(enable_striping=True)
+    )
+    vela_config: str | None = None
+
+    def system(self) -> tuple[str, str]:
+        u65 = self.accelerator.startswith("ethos-u65")
+        return (
+            self.system_config or ("Ethos_U65_High_End" if u65 else "Ethos_U55_High_End_Embedded"),
+            self.memory_mode or ("Dedicated_Sram" if u65 else "Shared_Sram"),
+        )
+
+
+@dataclass(frozen=True)
+class CompiledFunction:
+    """One NPU function: its register command stream (little-endian words), Vela's driver
+    payload, encoded constants, the scratch it needs in the workspace pool (the SRAM cascade
+    region) and in the arena (the same bytes unless the arena is elsewhere, as in DRAM on a
+    Dedicated_Sram system), and its inputs and outputs as (name, NHWC shape, dtype) with
+    their total bytes."""
+
+    name: str
+    command_stream: bytes
+    driver_payload: bytes
+    constants: bytes
+    scratch_size: int
+    arena_size: int
+    inputs: tuple[tuple[str, tuple[int, ...], str], ...]
+    outputs: tuple[tuple[str, tuple[int, ...], str], ...]
+    input_size: int
+    output_size: int
+
+
+def workspace_pool_bytes(mod: tvm.IRModule) -> int:
+    """The size of the module's one workspace pool (the cascader's SRAM)."""
+    pools = mod.attrs.get(POOLS_ATTR) if mod.attrs is not None else None
+    if not pools:
+        raise LoweringError(NO_POOL)
+    if len(pools) != 1:
+        raise LoweringError(MANY_POOLS)
+    size = int(pools[0]["size_hint_bytes"])
+    if size <= 0:
+        raise LoweringError(f"workspace pool {pools[0]['pool_name']} has no size")
+    return size
+
+
+def _single_function_network(name: str, func: relax.Function, accelerator: str) -> Network:
+    module = tvm.IRModule({name: func})
+    functions = [choose_layouts(remove_identities(f)) for f in legalize(module)]
+    if not functions:
+        raise LoweringError(f"{name} is not an external ethos-u function")
+    return network(functions, accelerator)
+
+
+def compile(
+    name: str, ext_func: relax.Function, target: EthosuTarget, pool_bytes: int | None = None
+) -> CompiledFunction:
+    """Lower one external function to the NPU. With the cascader on, `pool_bytes` is the SRAM
+    pool; off, the memory mode's own arena cache size serves when it is not given."""
+    system_config, memory_mode = target.system()
+    if pool_bytes is None:
+        if target.options is not None:
+            raise LoweringError(NO_POOL)
+        pool_bytes = int(
+            system_arch(target.accelerator, system_config, memory_mode, None).arena_cache_size
+        )
+    memory = system_memory(
+        target.accelerator, system_config, memory_mode, pool_bytes, target.vela_config
+    )
+    net = _single_function_network(name, ext_func, target.accelerator)
+    try:
+        point = schedule_point(Front("", net, ()), memory, target.options)
+    except ScheduleError as error:
+        raise LoweringError(str(error)) from None
+    schedule = point.schedule
+    if not point.fits:
+        raise LoweringError(
+            f"nothing fits in {pool_bytes} bytes; the smallest schedule needs "
+            f"{schedule.sram_bytes} bytes"
+        )
+    compiled = generate(schedule, target.accelerator)
+    (stream,) = compiled.functions
+    graph = net.graph
+    inputs = [t for t in graph.input_tensors if not t.is_constant]
+
+    def described(tensors) -> tuple[tuple[str, tuple[int, ...], str], ...]:
+        maps = [net.feature_map(t.id) for t in tensors]
+        return tuple((m.name, tuple(m.shape), m.dtype) for m in maps)
+
+    return CompiledFunction(
+        name=name,
+        command_stream=stream.command_stream,
+        driver_payload=stream.driver_payload,
+        constants=compiled.constants,
+        scratch_size=compiled.scratch_bytes,
+        arena_size=compiled.arena_bytes,
+        inputs=described(inputs),
+        outputs=described(graph.output_tensors),
+        input_size=sum(t.size for t in inputs),
+        output_size=sum(t.size for t in graph.output_tensors),
+    )
+
+
+def relax_to_tir_func(
+    name: str, ext_func: relax.Function, target: EthosuTarget, pool_bytes: int | None = None
+) -> tirx.PrimFunc:
+    """One PrimFunc for an external function: a buffer per parameter and result, a call to the
+    NPU driver with them, and the compiled NPU program as attributes ("ethos-u.constants",
+    "ethos-u.input_size", "ethos-u.output_size", plus the command stream, driver payload,
+    scratch and arena sizes)."""
+    compiled = compile(name, ext_func, target, pool_bytes)
+    buffers = [
+        tirx.decl_buffer(shape, dtype, name=tensor)
+        for tensor, shape, dtype in (*compiled.inputs, *compiled.outputs)
+    ]
+    body = tirx.Evaluate(tirx.call_extern("int32", "ethosu_run", *(b.data for b in buffers)))
+
+    def blob(data: bytes) -> tvm.runtime.Tensor:
+        return tvm.runtime.tensor(np.frombuffer(data, dtype="uint8").copy())
+
+    return tirx.PrimFunc(buffers, body).with_attr(
+        {
+            "global_symbol": name,
+            "ethos-u.constants": blob(compiled.constants),
+            "ethos-u.command_stream": blob(compiled.command_stream),
+            "ethos-u.driver_payload": blob(compiled.driver_payload),
+            "ethos-u.scratch_size": compiled.scratch_size,
+            "ethos-u.arena_size": compiled.arena_size,
+            "ethos-u.input_size": compiled.input_size,
+            "ethos-u.output_size": compiled.output_size,
+        }
+    )
+
+
+def relax_to_tir(mod: tvm.IRModule, target: EthosuTarget | None = None) -> tvm.IRModule:
+    """Every external "ethos-u" function of `mod` lowered to a PrimFunc (see module doc); the
+    host's functions are kept as they are."""
+    target = target or EthosuTarget()
+    pool = workspace_pool_bytes(mod) if target.options is not None else None
+    functions = ethosu_functions(mod)
+    lowered = {name: relax_to_tir_func(name, func, target, pool) for name, func in functions}
+    result = tvm.IRModule(
+        {gv: lowered.get(gv.name_hint, func) for gv, func in mod.functions.items()}
+    )
+    contexts = {name: "ethos-u" for name in lowered}
+    attrs = dict(mod.attrs) if mod.attrs is not None else {}
+    for key, value in {**attrs, "device_contexts": contexts}.items():
+        result = result.with_attr(key, value)
+    return result

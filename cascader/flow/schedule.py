@@ -1,0 +1,1165 @@
+"""A chosen cascader Proposal (or the layer-by-layer "copy-constants" schedule) as an explicit,
+deterministic stripe schedule: which op computes which box of its output, in what order, reading
+which boxes of its inputs, from which buffers at which addresses.
+
+Lowering follows TVM v0.18's: each plan tiles its output part's output along the stored axes
+in axis order (the outer loops of `tile_nd`), and every other part of the plan is computed at
+that stripe loop, producing exactly the box its consumer reads (bounds inference: recompute).
+Copies of a part's inputs into the cascade region happen at the same loop, before the part
+runs, and are skipped while the buffer still holds the same box (a loop-invariant copy, e.g.
+the weights of an op striped over its height, moves once); likewise a box a buffer still holds
+is not computed again (upscaling ops, which the NPU cannot start mid-pixel, run whole). Beyond
+the original, a ROLLING interior tensor striped only along its height is computed row by row
+into a circular buffer of as many rows as its consumer reads per stripe (the NPU reads the
+wrap through its feature-map tiles), which is what the cascader's cost for ROLLING assumes.
+
+Boxes are NHWC (start, shape) over an op's 4-D feature maps; NHCWB16 tensors keep NHWC boxes,
+their addresses follow the brick layout."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property, lru_cache
+
+from ethosu.vela.api import npu_find_block_configs
+from ethosu.vela.architecture_features import ArchitectureFeatures
+from ethosu.vela.hillclimb_allocation import allocate_live_ranges
+from ethosu.vela.live_range import LiveRange
+from ethosu.vela.npu_performance import (
+    _estimate_memory_transfer_efficiency,
+    measure_cycle_cost,
+    measure_element_access,
+)
+
+from cascader.core.graph import CascaderGraph
+from cascader.core.part import BufferMode
+from cascader.core.proposal import Proposal
+from cascader.core.stripe_config import StripeConfig
+from cascader.core.tensor_config import TensorConfig, TensorConfigState
+from cascader.ethosu.device import get_device
+from cascader.ethosu.memory import SystemMemory
+from cascader.ethosu.npu_op import NpuOpDescription
+from cascader.ethosu.part import EthosuPart
+from cascader.ethosu.perf_query import MEM_AREAS, performance_query
+from cascader.ethosu.vela_arch import npu_accelerator, system_arch
+from cascader.flow.cascader_graph import _dataflow, build_cascader_graph, npu_op_description
+from cascader.flow.npu_ops import (
+    BinaryElementwise,
+    Conv2D,
+    Identity,
+    Layout,
+    NpuFunction,
+    NpuOp,
+    NpuTensor,
+    Pooling,
+)
+from cascader.flow.te import BRICK, as_feature_maps, dilated_kernel
+
+__all__ = [
+    "Box",
+    "Buffer",
+    "Copy",
+    "Network",
+    "Schedule",
+    "ScheduleError",
+    "Stripe",
+    "layer_by_layer_schedule",
+    "network",
+    "proposal_schedule",
+]
+
+ALIGN = 16  # NPU feature-map and DMA addresses are 16-byte aligned
+BLOCK_POLICIES = ("fastest", "cascader")
+HILL_CLIMB_ITERATIONS = 1000
+REGION_CONSTANTS, REGION_ARENA, REGION_FAST = 0, 1, 2
+
+
+class ScheduleError(ValueError):
+    """The proposal asks for something this lowering cannot express."""
+
+
+@dataclass(frozen=True)
+class Network:
+    """The model's NPU functions, its cascader graph, and per part the NPU op it runs (feature
+    maps 4-D, inputs as the graph reads them) and the index of its function."""
+
+    functions: tuple[NpuFunction, ...]
+    graph: CascaderGraph
+    ops: tuple[NpuOp, ...]
+    function_of: tuple[int, ...]
+
+    @cached_property
+    def co_written(self) -> dict[int, int]:
+        """Tensor -> the tensor it is part of, for the block copies of a concatenation: each
+        copy writes its slice of one output, but the graph gives every copy its own output
+        tensor (the consumers read the last one's)."""
+        groups: dict[tuple[int, str], list[int]] = {}
+        for part in self.graph.parts:
+            op = self.ops[part.id]
+            if isinstance(op, Identity) and op.ofm_offset and op.ofm_fill is None:
+                groups.setdefault((self.function_of[part.id], op.ofm.name), []).append(part.id)
+        merged = {}
+        for pids in groups.values():
+            final = self.graph.parts[min(pids)].output.id  # the last copy in model order
+            for pid in pids:
+                if self.graph.parts[pid].output.id != final:
+                    merged[self.graph.parts[pid].output.id] = final
+        return merged
+
+    def feature_map(self, tid: int) -> NpuTensor:
+        """The 4-D feature map behind graph tensor `tid`, as its producer writes it or, for a
+        graph input, as its first reader reads it."""
+        for part in self.graph.parts:
+            op = self.ops[part.id]
+            if part.output.id == tid:
+                return op.ofm
+        for part in reversed(self.graph.parts):
+            op = self.ops[part.id]
+            for slot, tensor in enumerate(part.inputs[:2]):
+                if tensor.id == tid and (slot == 0 or isinstance(op, BinaryElementwise)):
+                    return op.ifm2 if slot else op.ifm
+        raise ScheduleError(f"tensor {tid} is not a feature map of any op")
+
+
+def network(functions: Sequence[NpuFunction], accelerator: str) -> Network:
+    """The cascader graph of `functions` with the op behind each part (parts are the dataflow's
+    ops in reverse order, as build_cascader_graph makes them)."""
+    functions = [_vela_layouts(f) for f in functions]
+    graph = build_cascader_graph(functions, accelerator)
+    flow = list(reversed(_dataflow(functions)))
+    return Network(
+        tuple(functions),
+        graph,
+        tuple(as_feature_maps(op) for op, _, _ in flow),
+        tuple(key[0] for _, key, _ in flow),
+    )
+
+
+def _vela_layouts(function: NpuFunction) -> NpuFunction:
+    """The function as Vela would run it: NHWC wherever Vela's command-stream checks demand it
+    (the input of an int32 REDUCE_SUM, softmax's sum; a tensor read or written from a channel
+    that is not a multiple of 16, which NHCWB16 cannot address), and unit strides along axes
+    with one output (a global pool's stride is meaningless there, but it would shrink the
+    block Vela picks)."""
+    names = {
+        op.ifm.name
+        for op in function.ops
+        if isinstance(op, Pooling) and op.pool_type == "SUM" and op.ifm.dtype == "int32"
+    }
+    for op in function.ops:  # brick addresses start at multiples of 16 channels
+        if getattr(op, "ifm_offset", ()) and op.ifm_offset[-1] % BRICK:
+            names.add(op.ifm.name)
+        if getattr(op, "ofm_offset", ()) and op.ofm_offset[-1] % BRICK:
+            names.add(op.ofm.name)
+
+    def fix(tensor):
+        return replace(tensor, layout=Layout.NHWC) if tensor.name in names else tensor
+
+    ops = []
+    for op in function.ops:
+        slots = ("ifm", "ifm2", "ofm") if isinstance(op, BinaryElementwise) else ("ifm", "ofm")
+        op = replace(op, **{slot: fix(getattr(op, slot)) for slot in slots})
+        if isinstance(op, Conv2D | Pooling):
+            height, width = (1, 1, 1, *op.ofm.shape)[-3:-1]
+            k = op.kernel
+            kernel = replace(k, stride_h=1 if height == 1 else k.stride_h,
+                             stride_w=1 if width == 1 else k.stride_w)  # fmt: skip
+            op = replace(op, kernel=kernel)
+        ops.append(op)
+    return replace(function, ops=tuple(ops))
+
+
+@dataclass(frozen=True)
+class Box:
+    """An NHWC box: start and shape per axis."""
+
+    start: tuple[int, ...]
+    shape: tuple[int, ...]
+
+    @property
+    def end(self) -> tuple[int, ...]:
+        return tuple(s + n for s, n in zip(self.start, self.shape, strict=True))
+
+    @property
+    def empty(self) -> bool:
+        return any(n <= 0 for n in self.shape)
+
+    def to_json(self) -> dict:
+        return {"start": list(self.start), "shape": list(self.shape)}
+
+
+@dataclass
+class Buffer:
+    """Where a tensor (or a window of it) lives. `kind`: "tensor" holds the whole tensor,
+    "window" the box last written into it (origin = that box's start), "rolling" the last
+    `rows` rows of a height-striped tensor, row r at r mod rows. `frame` is the NHWC shape
+    the buffer's strides come from. Live from step `first` to step `last`."""
+
+    index: int
+    tensor: int
+    kind: str
+    area: str
+    region: int
+    frame: tuple[int, ...]
+    layout: Layout
+    dtype_bytes: int
+    size: int
+    first: int
+    last: int
+    address: int = -1
+    rows: int = 0
+
+    def to_json(self) -> dict:
+        return {
+            "index": self.index,
+            "tensor": self.tensor,
+            "kind": self.kind,
+            "area": self.area,
+            "region": self.region,
+            "address": self.address,
+            "size": self.size,
+            "frame": list(self.frame),
+            "layout": self.layout.value,
+        }
+
+
+@dataclass(frozen=True)
+class Copy:
+    """A DMA into a cascade-region buffer: a box of a feature map, or the encoded weights or
+    scale-bias of output channels [lo, hi) of a part ("weights" / "scale_bias")."""
+
+    tensor: int
+    what: str  # feature_map | weights | scale_bias
+    box: Box
+    source: int  # buffer index (feature maps) or -1 (constants)
+    dest: int  # buffer index
+    part: int
+
+
+@dataclass(frozen=True)
+class Stripe:
+    """One NPU operation: part `part` computes `ofm` (into buffer `ofm_buffer`, whose current
+    origin is `ofm_origin`) from `ifms` (per feature-map input: box, buffer, origin), with the
+    stripe's own padding (top, left, bottom, right), block config (h, w, c), and for ops with
+    weights the output channel range and where weights/biases are read from."""
+
+    part: int
+    plan: int
+    ofm: Box
+    ofm_buffer: int
+    ofm_origin: tuple[int, ...]
+    ifms: tuple[tuple[Box, int, tuple[int, ...]], ...]
+    padding: tuple[int, int, int, int]
+    block: tuple[int, int, int]
+    channels: tuple[int, int] | None = None
+    weights_buffer: int = -1  # -1: read in place from the constants
+    bias_buffer: int = -1
+
+
+Step = Copy | Stripe
+
+
+@dataclass
+class Schedule:
+    """The execution order of copies and stripes, the buffers, and per memory area its
+    allocated extent. `scratch_bytes` is the fast (cascade) area's extent."""
+
+    network: Network
+    memory: SystemMemory
+    steps: list[Step]
+    buffers: list[Buffer]
+    tensor_buffer: dict[int, int]
+    extents: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def sram_bytes(self) -> int:
+        return self.extents.get("sram", 0)
+
+    @property
+    def scratch_bytes(self) -> int:
+        return self.extents.get(self.memory.roles["cascade"], 0)
+
+    @property
+    def arena_bytes(self) -> int:
+        return self.extents.get(self.memory.roles["io"], 0)
+
+    def stripes_of(self, part: int) -> list[Stripe]:
+        return [s for s in self.steps if isinstance(s, Stripe) and s.part == part]
+
+
+# ---- boxes: the ops' propagators in NHWC, with clipping and per-stripe padding ---------------
+
+
+def _full(shape: Sequence[int]) -> Box:
+    return Box((0,) * len(shape), tuple(shape))
+
+
+def _window_axis(start: int, size: int, stride: int, kernel: int, pad: int, extent: int):
+    """Input rows [lo, hi) a sliding window reads for outputs [start, start + size), clipped to
+    the input, and the padding before/after the clipped range."""
+    lo = start * stride - pad
+    hi = (start + size - 1) * stride + kernel - pad
+    return max(lo, 0), min(hi, extent), max(-lo, 0), max(hi - extent, 0)
+
+
+def input_boxes(op: NpuOp, ofm: Box) -> tuple[tuple[Box, ...], tuple[int, int, int, int]]:
+    """Per feature-map input the box `ofm` reads, and the stripe's padding."""
+    n0, h0, w0, c0 = ofm.start
+    n, h, w, c = ofm.shape
+    if isinstance(op, Conv2D | Pooling):
+        if _resamples(op) and (h != op.ofm.shape[1] or w != op.ofm.shape[2]):
+            raise ScheduleError(f"{op.name}: a resampling op cannot be striped spatially")
+        region = op.ifm_region if isinstance(op, Conv2D) and op.ifm_region else op.ifm.shape
+        offset = op.ifm_offset if isinstance(op, Conv2D) and op.ifm_offset else (0, 0, 0, 0)
+        kh, kw = dilated_kernel(op)
+        k, p = op.kernel, op.padding
+        if op.upscale != "NONE":
+            ifm = Box(offset, tuple(region))
+            return (ifm,), (p.top, p.left, p.bottom, p.right)
+        y0, y1, top, bottom = _window_axis(h0, h, k.stride_h, kh, p.top, region[1])
+        x0, x1, left, right = _window_axis(w0, w, k.stride_w, kw, p.left, region[2])
+        whole_depth = (isinstance(op, Conv2D) and op.kind != "depthwise_conv2d") or (
+            isinstance(op, Pooling) and op.pool_type == "SUM"
+        )
+        d0, d = (0, region[3]) if whole_depth else (c0, c)
+        box = Box(
+            (n0 + offset[0], y0 + offset[1], x0 + offset[2], d0 + offset[3]),
+            (n, y1 - y0, x1 - x0, d),
+        )
+        return (box,), (top, left, bottom, right)
+    if isinstance(op, BinaryElementwise):
+        boxes = []
+        for tensor in (op.ifm, op.ifm2):
+            start = tuple(
+                0 if size == 1 else s for size, s in zip(tensor.shape, ofm.start, strict=True)
+            )
+            shape = tuple(
+                1 if size == 1 else s for size, s in zip(tensor.shape, ofm.shape, strict=True)
+            )
+            boxes.append(Box(start, shape))
+        return tuple(boxes), (0, 0, 0, 0)
+    if isinstance(op, Identity) and op.ifm.shape != op.ofm.shape:
+        inside = copy_box(op, ofm)
+        if inside is None:
+            return (Box((0, 0, 0, 0), (0, 0, 0, 0)),), (0, 0, 0, 0)
+        return (inside[0],), (0, 0, 0, 0)
+    return (ofm,), (0, 0, 0, 0)
+
+
+def copy_box(op: Identity, ofm: Box) -> tuple[Box, Box] | None:
+    """For a block copy: the IFM box read and the part of `ofm` written, or None when the
+    stripe lies outside the copied region (a pad's border)."""
+    region = op.region or op.ifm.shape
+    out_offset = op.ofm_offset or (0,) * 4
+    in_offset = op.ifm_offset or (0,) * 4
+    steps = op.ifm_strides or (1,) * 4
+    lo = [max(s, o) for s, o in zip(ofm.start, out_offset, strict=True)]
+    hi = [min(e, o + r) for e, o, r in zip(ofm.end, out_offset, region, strict=True)]
+    if any(b <= a for a, b in zip(lo, hi, strict=True)):
+        return None
+    written = Box(tuple(lo), tuple(b - a for a, b in zip(lo, hi, strict=True)))
+    start = tuple(
+        i + (a - o) * s for i, a, o, s in zip(in_offset, lo, out_offset, steps, strict=True)
+    )
+    shape = tuple((b - a - 1) * s + 1 for a, b, s in zip(lo, hi, steps, strict=True))
+    return Box(start, shape), written
+
+
+def _nhwc_stripe(config: StripeConfig, layout: Layout, channels: int) -> tuple[int, ...]:
+    """A stored-layout stripe shape as NHWC."""
+    s = config.shape
+    if layout == Layout.NHCWB16:
+        return (s[0], s[1], s[3], min(s[2] * BRICK, channels))
+    return tuple((1, 1, 1, *s)[-4:])
+
+
+def _output_boxes(shape: tuple[int, ...], stripe: tuple[int, ...], layout: Layout) -> list[Box]:
+    """The output stripes of a plan in TVM's tile_nd loop order: the stored axes in order
+    (n, h, w, c for NHWC; n, h, c/16, w for NHCWB16)."""
+    stripe = tuple(min(max(s, 1), e) for s, e in zip(stripe, shape, strict=True))
+    order = (0, 1, 3, 2) if layout == Layout.NHCWB16 else (0, 1, 2, 3)
+    starts = [range(0, shape[a], stripe[a]) for a in range(4)]
+    boxes = []
+
+    def visit(level: int, start: list[int]) -> None:
+        if level == 4:
+            boxes.append(
+                Box(tuple(start), tuple(min(stripe[a], shape[a] - start[a]) for a in range(4)))
+            )
+            return
+        axis = order[level]
+        for s in starts[axis]:
+            start[axis] = s
+            visit(level + 1, start)
+
+    visit(0, [0, 0, 0, 0])
+    return boxes
+
+
+# ---- plans as the scheduler sees them ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """How one tensor is held during a plan: `mode` "tensor" (whole, in `area`), "window" or
+    "rolling" (interior, in the cascade area), and for inputs whether it is first copied into
+    the cascade area from its `home`."""
+
+    mode: str
+    area: str
+    copy: bool = False
+    home: str = ""
+
+
+@dataclass(frozen=True)
+class _Plan:
+    parts: tuple[int, ...]  # execution order: producers first
+    output_part: int
+    output_stripe: tuple[int, ...]  # NHWC
+    stripe_configs: dict[int, StripeConfig]  # per part: its output stripe config
+    placements: dict[tuple[int, int], _Placement]  # (part, input slot) -> placement
+    outputs: dict[int, _Placement]  # per part: its output's placement
+
+
+def _plan_from_proposal_plan(net: Network, plan, memory: SystemMemory) -> _Plan:
+    graph = net.graph
+    ids = sorted(plan.part_ids, reverse=True)
+    produced = {graph.parts[i].output.id: i for i in ids}
+    interior: dict[int, TensorConfig] = {}
+    for config in plan.tensor_configs:
+        if config.tensor.id in produced and config.state == TensorConfigState.INTERIOR:
+            interior[config.tensor.id] = config
+    out_config = plan.output_config
+    output_part = produced[out_config.tensor.id]
+    cascade = memory.roles["cascade"]
+    concatenated = set(net.co_written.values())  # written by several copies: kept whole
+    stripe_configs: dict[int, StripeConfig] = {}
+    outputs: dict[int, _Placement] = {}
+    for i in ids:
+        tid = graph.parts[i].output.id
+        config = out_config if tid == out_config.tensor.id else interior.get(tid)
+        if config is None:
+            raise ScheduleError(f"plan {plan.part_ids}: no config for tensor {tid}")
+        stripe_configs[i] = config.stripe_configs[0]
+        if config.state == TensorConfigState.BOUNDARY or tid in concatenated:
+            home = config.home_region if config.state == TensorConfigState.BOUNDARY else cascade
+            outputs[i] = _Placement("tensor", home)
+        else:
+            rolling = config.buffer_mode == BufferMode.ROLLING
+            outputs[i] = _Placement("rolling" if rolling else "window", cascade)
+    by_tensor: dict[int, list[TensorConfig]] = {}
+    for config in plan.tensor_configs:
+        if config.tensor.id not in produced:
+            by_tensor.setdefault(config.tensor.id, []).append(config)
+    placements: dict[tuple[int, int], _Placement] = {}
+    for i in ids:
+        part = graph.parts[i]
+        wanted = part.input_stripe_configs(stripe_configs[i])
+        for slot, (tensor, sc) in enumerate(zip(part.inputs, wanted, strict=True)):
+            if tensor.id in produced:
+                placements[i, slot] = outputs[produced[tensor.id]]
+                continue
+            candidates = by_tensor.get(tensor.id, [])
+            match = next((c for c in candidates if c.stripe_configs[0] == sc), None)
+            match = match or (candidates[0] if candidates else None)
+            if match is None or not match.copy_tensor:
+                home = match.home_region if match is not None else None
+                placements[i, slot] = _Placement("tensor", home or "")
+            else:
+                placements[i, slot] = _Placement(
+                    "window", match.copy_region, copy=True, home=match.home_region
+                )
+    out_layout = net.ops[output_part].ofm.layout
+    out_stripe = _nhwc_stripe(
+        out_config.stripe_configs[0], out_layout, net.ops[output_part].ofm.shape[3]
+    )
+    return _Plan(tuple(ids), output_part, out_stripe, stripe_configs, placements, outputs)
+
+
+def _agreed_homes(net: Network, plans: list[_Plan], builder: _Builder) -> dict[int, str]:
+    """One home per whole tensor. Plans choose BOUNDARY homes independently, so a producer
+    may home a tensor in the SRAM while a consumer expects it in the arena; the cascader then
+    budgets it only where SRAM is said, so it stays in SRAM only when every plan says so."""
+    votes: dict[int, set[str]] = {}
+    graph = net.graph
+    for plan in plans:
+        for pid, place in plan.outputs.items():
+            if place.mode == "tensor":
+                votes.setdefault(builder.root(graph.parts[pid].output.id), set()).add(place.area)
+        for (pid, slot), place in plan.placements.items():
+            tensor = graph.parts[pid].inputs[slot]
+            home = place.home if place.copy else place.area if place.mode == "tensor" else ""
+            if home and not tensor.is_constant:
+                votes.setdefault(builder.root(tensor.id), set()).add(home)
+    return {tid: areas.pop() if len(areas) == 1 else builder.io for tid, areas in votes.items()}
+
+
+def _plan_order(net: Network, plans: list[_Plan]) -> list[_Plan]:
+    """Plans in an order where every plan runs after the plans producing its inputs (Kahn's
+    algorithm), function by function (the host runs between them); ties by the highest part
+    id, i.e. earliest in the model."""
+    graph = net.graph
+    owner = {graph.parts[i].output.id: k for k, p in enumerate(plans) for i in p.parts}
+    co_writers: dict[int, list[int]] = {}
+    for tid, final in net.co_written.items():
+        co_writers.setdefault(final, []).append(tid)
+    needs = []
+    for k, plan in enumerate(plans):
+        inside = {graph.parts[i].output.id for i in plan.parts}
+        deps = {
+            owner[t.id]
+            for i in plan.parts
+            for t in graph.parts[i].inputs
+            if t.id in owner and t.id not in inside
+        }
+        # the copy that completes a concatenation runs after the other copies into it
+        for i in plan.parts:
+            deps |= {owner[t] for t in co_writers.get(graph.parts[i].output.id, ())}
+        needs.append(deps - {k})
+    done: set[int] = set()
+    order = []
+    while len(order) < len(plans):
+        ready = [k for k in range(len(plans)) if k not in done and needs[k] <= done]
+        if not ready:
+            raise ScheduleError("the proposal's plans depend on each other in a cycle")
+        k = min(ready, key=lambda k: (net.function_of[plans[k].parts[0]], -max(plans[k].parts)))
+        done.add(k)
+        order.append(plans[k])
+    return order
+
+
+# ---- the scheduler -------------------------------------------------------------------------
+
+
+EncodedSize = Callable[[int, int, int, int], int]  # (part, lo, hi, block depth) -> bytes
+
+
+class _Builder:
+    def __init__(
+        self, net: Network, memory: SystemMemory, encoded_size: EncodedSize, blocks: str
+    ) -> None:
+        if blocks not in BLOCK_POLICIES:
+            raise ValueError(f"unknown block policy {blocks!r}; valid: {', '.join(BLOCK_POLICIES)}")
+        self.blocks = blocks
+        self.net = net
+        self.memory = memory
+        self.encoded_size = encoded_size
+        self.steps: list[Step] = []
+        self.buffers: list[Buffer] = []
+        self.tensor_buffer: dict[int, int] = {}
+        self.io = memory.roles["io"]
+        self.cascade = memory.roles["cascade"]
+        self.constants = memory.roles["constants"]
+        graph = net.graph
+        self.produced_by = {p.output.id: p.id for p in graph.parts}
+        self.graph_io = {t.id for t in graph.input_tensors if not t.is_constant} | {
+            t.id for t in graph.output_tensors
+        }
+        self.alias: dict[int, int] = {}
+        self._blocks: dict[int, tuple[int, int, int]] = {}
+        self.homes: dict[int, str] = {}  # tensor -> the area its whole-tensor buffer is in
+        for part in graph.parts:
+            if part.in_line:  # a reshape reads and writes the same bytes
+                self.alias[part.output.id] = part.inputs[0].id
+        self.co_written = net.co_written
+        self.alias.update(self.co_written)
+
+    def region_of(self, area: str) -> int:
+        return REGION_ARENA if area == self.io else REGION_FAST
+
+    def root(self, tid: int) -> int:
+        while tid in self.alias:
+            tid = self.alias[tid]
+        return tid
+
+    def tensor_shape(self, tid: int) -> tuple[tuple[int, ...], Layout, int]:
+        """NHWC shape, layout and element bytes of a graph tensor."""
+        t = self.net.feature_map(tid)
+        return t.shape, t.layout, self.net.graph.tensors[tid].dtype_bytes
+
+    def new_buffer(self, tid: int, kind: str, area: str, frame: tuple[int, ...], rows: int = 0,
+                   size: int | None = None) -> int:  # fmt: skip
+        _, layout, nbytes = self.tensor_shape(tid) if tid >= 0 else (frame, Layout.NHWC, 1)
+        if size is None:
+            size = feature_map_bytes(frame, layout, nbytes)
+        index = len(self.buffers)
+        step = len(self.steps)
+        self.buffers.append(
+            Buffer(
+                index,
+                tid,
+                kind,
+                area,
+                self.region_of(area),
+                frame,
+                layout,
+                nbytes,
+                size=_align(size),
+                first=step,
+                last=step,
+                rows=rows,
+            )
+        )
+        return index
+
+    def touch(self, index: int) -> None:
+        """The buffer is used by the step about to be appended."""
+        self.buffers[index].last = len(self.steps)
+
+    def whole_tensor(self, tid: int, area: str) -> int:
+        """The buffer holding all of tensor `tid` (made on first use)."""
+        tid = self.root(tid)
+        found = self.tensor_buffer.get(tid)
+        if found is None:
+            shape, _, _ = self.tensor_shape(tid)
+            found = self.new_buffer(tid, "tensor", self.homes.get(tid, area or self.io), shape)
+            self.tensor_buffer[tid] = found
+        self.touch(found)
+        return found
+
+    def run_plan(self, plan: _Plan, plan_index: int) -> None:
+        net, graph = self.net, self.net.graph
+        out_op = net.ops[plan.output_part]
+        stripe = plan.output_stripe
+        bricked = any(
+            t.layout == Layout.NHCWB16 for pid in plan.parts for t in _feature_maps(net.ops[pid])
+        )
+        if bricked and stripe[3] % BRICK:  # NHCWB16 is only addressable from whole bricks
+            stripe = (*stripe[:3], -(-stripe[3] // BRICK) * BRICK)
+        boxes = _output_boxes(out_op.ofm.shape, stripe, out_op.ofm.layout)
+        window: dict[int, int] = {}  # part -> buffer of its interior output
+        rolled: dict[int, int] = {}  # part -> rows computed so far (rolling outputs)
+        copies: dict[tuple[int, int], int] = {}  # (part, slot) -> copy buffer
+        held: dict[int, Box] = {}  # copy buffer -> box it holds
+        origins: dict[int, tuple[int, ...]] = {}  # window buffer -> origin of what it holds
+        computed: dict[int, set[Box]] = {}  # part -> boxes its buffer still holds
+        required_by_stripe = [self._requirements(plan, box) for box in boxes]
+        self._choose_blocks(plan, required_by_stripe)
+        self._size_plan_buffers(plan, required_by_stripe, window, copies)
+        for required in required_by_stripe:
+            for pid in plan.parts:
+                part = graph.parts[pid]
+                if part.in_line:
+                    continue
+                op = net.ops[pid]
+                ofm = required[pid]
+                mode = plan.outputs[pid].mode
+                if mode == "rolling":
+                    done = rolled.get(pid, 0)
+                    new_start = max(ofm.start[1], done)
+                    end = ofm.end[1]
+                    rolled[pid] = max(done, end)
+                    ofm = Box(
+                        (ofm.start[0], new_start, *ofm.start[2:]),
+                        (ofm.shape[0], end - new_start, *ofm.shape[2:]),
+                    )
+                if ofm.empty or ofm in computed.get(pid, ()):
+                    continue
+                holds = computed.setdefault(pid, set())
+                if mode == "window":
+                    holds.clear()
+                holds.add(ofm)
+                ifms, padding = input_boxes(op, ofm)
+                ifm_refs = []
+                for slot, ifm_box in enumerate(ifms):
+                    tensor = part.inputs[slot]
+                    if _scalar(op, slot):
+                        ifm_refs.append((ifm_box, -1, (0, 0, 0, 0)))
+                        continue
+                    place = plan.placements[pid, slot]
+                    producer = self.produced_by.get(self.root(tensor.id))
+                    if producer in window:
+                        buf = window[producer]
+                        self.touch(buf)
+                        origin = origins.get(buf, (0, 0, 0, 0))
+                    elif place.copy:
+                        buf = copies[pid, slot]
+                        source = self.whole_tensor(tensor.id, "")
+                        if held.get(buf) != ifm_box:
+                            self.steps.append(
+                                Copy(tensor.id, "feature_map", ifm_box, source, buf, pid)
+                            )
+                            held[buf] = ifm_box
+                        self.touch(buf)
+                        origin = ifm_box.start
+                    else:
+                        buf = self.whole_tensor(tensor.id, place.area)
+                        origin = (0, 0, 0, 0)
+                    ifm_refs.append((ifm_box, buf, origin))
+                weights_buf = bias_buf = -1
+                channels = None
+                block = self.block_of(pid)
+                if isinstance(op, Conv2D):
+                    channels = (ofm.start[3], ofm.end[3])
+                    depth_box = Box((channels[0],), (channels[1] - channels[0],))
+                    for slot, what in ((1, "weights"), (2, "scale_bias")):
+                        if plan.placements[pid, slot].copy:
+                            buf = copies[pid, slot]
+                            if held.get(buf) != depth_box:
+                                tid = part.inputs[slot].id
+                                self.steps.append(Copy(tid, what, depth_box, -1, buf, pid))
+                                held[buf] = depth_box
+                            self.touch(buf)
+                            if what == "weights":
+                                weights_buf = buf
+                            else:
+                                bias_buf = buf
+                if pid in window:
+                    out_buf = window[pid]
+                    if mode == "window":
+                        origins[out_buf] = ofm.start
+                    out_origin = origins.get(out_buf, (0, 0, 0, 0))
+                else:
+                    out_buf = self.whole_tensor(part.output.id, plan.outputs[pid].area)
+                    out_origin = (0, 0, 0, 0)
+                self.touch(out_buf)
+                self.steps.append(
+                    Stripe(
+                        pid,
+                        plan_index,
+                        ofm,
+                        out_buf,
+                        out_origin,
+                        tuple(ifm_refs),
+                        padding=padding,
+                        block=block,
+                        channels=channels,
+                        weights_buffer=weights_buf,
+                        bias_buffer=bias_buf,
+                    )
+                )
+        for buf in [*window.values(), *copies.values()]:  # live to the plan's last step
+            self.buffers[buf].last = max(self.buffers[buf].last, len(self.steps) - 1)
+
+    def _requirements(self, plan: _Plan, box: Box) -> dict[int, Box]:
+        """Per part of the plan, the box of its output this output stripe needs."""
+        graph, net = self.net.graph, self.net
+        need: dict[int, Box] = {plan.output_part: box}
+        inside = set(plan.parts)
+        for pid in reversed(plan.parts):  # consumers first
+            if pid not in need:
+                continue
+            if _resamples(net.ops[pid]):
+                need[pid] = _full(net.ops[pid].ofm.shape)
+            part = graph.parts[pid]
+            if part.in_line:
+                boxes = (_full(net.ops[pid].ifm.shape),)
+            else:
+                boxes, _ = input_boxes(net.ops[pid], need[pid])
+            for slot, ifm_box in enumerate(boxes):
+                tensor = part.inputs[slot]
+                producer = self.produced_by.get(tensor.id)
+                if producer in inside and not _scalar(net.ops[pid], slot):
+                    need[producer] = _union(need.get(producer), ifm_box)
+        return need
+
+    def _size_plan_buffers(self, plan, required_by_stripe, window, copies) -> None:
+        """Make the plan's interior and copy buffers, each framed to the largest box it holds."""
+        graph, net = self.net.graph, self.net
+        for pid in plan.parts:
+            mode = plan.outputs[pid].mode
+            if mode == "tensor" or graph.parts[pid].in_line:
+                continue
+            boxes = [r[pid] for r in required_by_stripe if pid in r]
+            frame = _max_shape(boxes)
+            full = net.ops[pid].ofm.shape
+            if mode == "rolling" and any(frame[a] != full[a] for a in (0, 2, 3)):
+                mode = "window"  # striped across more than the height: no circular buffer
+                plan.outputs[pid] = replace(plan.outputs[pid], mode="window")
+            rows = frame[1] if mode == "rolling" else 0
+            window[pid] = self.new_buffer(graph.parts[pid].output.id, mode, self.cascade, frame,
+                                          rows=rows)  # fmt: skip
+        for pid in plan.parts:
+            part = graph.parts[pid]
+            if part.in_line:
+                continue
+            op = net.ops[pid]
+            boxes = [input_boxes(op, r[pid])[0] for r in required_by_stripe if pid in r]
+            for slot, tensor in enumerate(part.inputs):
+                place = plan.placements[pid, slot]
+                if not place.copy or _scalar(op, slot):
+                    continue
+                if slot < len(boxes[0]):
+                    frame = _max_shape([b[slot] for b in boxes])
+                    copies[pid, slot] = self.new_buffer(tensor.id, "window", self.cascade, frame)
+                    continue
+                ofm_boxes = [r[pid] for r in required_by_stripe if pid in r]
+                size = self._constant_bytes(pid, slot, ofm_boxes)
+                copies[pid, slot] = self.new_buffer(-1, "window", self.cascade, (size,),
+                                                    size=size)  # fmt: skip
+                self.buffers[copies[pid, slot]].tensor = tensor.id
+
+    def _constant_bytes(self, pid: int, slot: int, ofm_boxes: list[Box]) -> int:
+        """The largest encoded weights (slot 1) or scale-bias (slot 2) of any stripe's output
+        channel range."""
+        depth = self.block_of(pid)[2]
+        sizes = []
+        for box in dict.fromkeys((b.start[3], b.end[3]) for b in ofm_boxes):
+            lo, hi = box
+            sizes.append(self.encoded_size(pid, lo, hi, depth) if slot == 1 else 10 * (hi - lo))
+        return max(sizes)
+
+    def _choose_blocks(self, plan: _Plan, required_by_stripe: list[dict[int, Box]]) -> None:
+        """One block config per part, for all its stripes: the fastest under Vela's model for
+        the part's largest stripe ("fastest"), or the one the cascader's cost assumed
+        ("cascader")."""
+        for pid in plan.parts:
+            part = self.net.graph.parts[pid]
+            if part.in_line:
+                continue
+            if not isinstance(part, EthosuPart):
+                raise ScheduleError(f"part {pid} is not an NPU op")
+            op = self.net.ops[pid]
+            if self.blocks == "cascader":
+                shape = part.block_config(plan.stripe_configs[pid]).output_shape
+                self._blocks[pid] = _vela_block(op, shape, self.memory.accelerator)
+                continue
+            boxes = [r[pid] for r in required_by_stripe if pid in r]
+            largest = max(boxes, key=lambda b: (math.prod(b.shape), b.shape))
+            ifms, _ = input_boxes(op, largest)
+            if largest.shape == tuple(op.ofm.shape):  # whole: as Vela sees the op
+                ifms = tuple(_full(t.shape) for t in _feature_inputs(op))
+            areas = (
+                self._input_area(plan, pid),
+                self._output_area(plan, pid),
+                self._weights_area(plan, pid),
+            )
+            self._blocks[pid] = fastest_block(self.memory, op, largest, ifms, areas)
+
+    def _input_area(self, plan: _Plan, pid: int) -> str:
+        """Where the part's IFM will be read from."""
+        place = plan.placements[pid, 0]
+        if place.mode != "tensor" or place.copy:
+            return self.cascade
+        tid = self.root(self.net.graph.parts[pid].inputs[0].id)
+        return self.homes.get(tid, place.area or self.io)
+
+    def _weights_area(self, plan: _Plan, pid: int) -> str:
+        """Where the NPU reads the part's weights: their copy, or the constants in place."""
+        if not isinstance(self.net.ops[pid], Conv2D) or plan.placements[pid, 1].copy:
+            return self.cascade
+        return self.constants
+
+    def _output_area(self, plan: _Plan, pid: int) -> str:
+        place = plan.outputs[pid]
+        if place.mode != "tensor":
+            return self.cascade
+        tid = self.root(self.net.graph.parts[pid].output.id)
+        return self.homes.get(tid, place.area or self.io)
+
+    def block_of(self, pid: int) -> tuple[int, int, int]:
+        """The (h, w, c) block config of every stripe of a part."""
+        return self._blocks[pid]
+
+    def pin_io(self) -> None:
+        """A function's inputs are written by the host before its first step and its outputs
+        read after its last, so they stay live across the whole function."""
+        span: dict[int, tuple[int, int]] = {}
+        for index, step in enumerate(self.steps):
+            function = self.net.function_of[step.part]
+            first, _ = span.get(function, (index, index))
+            span[function] = (first, index)
+        graph = self.net.graph
+        for tensor in [*graph.input_tensors, *graph.output_tensors]:
+            tid = self.root(tensor.id)
+            if tensor.is_constant or tid not in self.tensor_buffer:
+                continue
+            buf = self.buffers[self.tensor_buffer[tid]]
+            parts = [p.id for p in tensor.consumers] + [p.id for p in tensor.producers]
+            for function in {self.net.function_of[pid] for pid in parts}:
+                first, last = span.get(function, (buf.first, buf.last))
+                if tensor in graph.input_tensors:
+                    buf.first = min(buf.first, first)
+                if tensor in graph.output_tensors:
+                    buf.last = max(buf.last, last)
+
+    def allocate(self) -> dict[str, int]:
+        """Addresses per area, each buffer at the lowest aligned address that overlaps no
+        buffer live at the same time: first-fit in a few orders (largest first, longest-lived
+        first, first-used first) and, when none reaches the live peak, Vela's hill-climb
+        allocator from there; the smallest extent wins. Returns each area's extent."""
+        extents: dict[str, int] = {}
+        by_area: dict[str, list[Buffer]] = {}
+        for buf in self.buffers:
+            by_area.setdefault(buf.area, []).append(buf)
+        orders = (
+            lambda b: (-b.size, b.first, b.index),
+            lambda b: (-(b.last - b.first + 1) * b.size, b.index),
+            lambda b: (b.first, -b.size, b.index),
+        )
+        for area, buffers in by_area.items():
+            buffers = sorted(buffers, key=lambda b: b.index)
+            candidates = []
+            for order in orders:
+                placed = dict((b.index, a) for b, a in _first_fit(sorted(buffers, key=order)))
+                candidates.append([placed[b.index] for b in buffers])
+            if _extent(buffers, min(candidates, key=lambda c: _extent(buffers, c))) > _peak(
+                buffers
+            ):
+                candidates.append(_hill_climb(buffers, _peak(buffers)))
+            best = min(candidates, key=lambda c: _extent(buffers, c))
+            for buf, address in zip(buffers, best, strict=True):
+                buf.address = address
+            extents[area] = _extent(buffers, best)
+        return extents
+
+
+def _extent(buffers: list[Buffer], addresses: list[int]) -> int:
+    return max((a + b.size for b, a in zip(buffers, addresses, strict=True)), default=0)
+
+
+def _peak(buffers: list[Buffer]) -> int:
+    """The most bytes live at once: no allocation can be smaller."""
+    events: dict[int, int] = {}
+    for b in buffers:
+        events[b.first] = events.get(b.first, 0) + b.size
+        events[b.last + 1] = events.get(b.last + 1, 0) - b.size
+    live = peak = 0
+    for step in sorted(events):
+        live += events[step]
+        peak = max(peak, live)
+    return peak
+
+
+def _hill_climb(buffers: list[Buffer], target: int) -> list[int]:
+    """Vela's search-based allocator, stopping at `target` bytes (deterministic: it seeds
+    its own generator)."""
+    ranges = []
+    for buf in buffers:
+        lr = LiveRange(None, ALIGN)
+        lr.start_time, lr.end_time, lr.size = buf.first, buf.last, buf.size
+        ranges.append(lr)
+    return [int(a) for a in allocate_live_ranges(ranges, HILL_CLIMB_ITERATIONS, target)]
+
+
+def _first_fit(buffers: list[Buffer]) -> list[tuple[Buffer, int]]:
+    """Each buffer in turn at the lowest aligned address free throughout its lifetime."""
+    placed: list[tuple[Buffer, int]] = []
+    for buf in buffers:
+        busy = sorted(
+            (address, address + other.size)
+            for other, address in placed
+            if other.first <= buf.last and buf.first <= other.last
+        )
+        address = 0
+        for lo, hi in busy:
+            if address + buf.size <= lo:
+                break
+            address = max(address, _align(hi))
+        placed.append((buf, address))
+    return placed
+
+
+def fastest_block(
+    memory: SystemMemory,
+    op: NpuOp,
+    ofm: Box,
+    ifms: tuple[Box, ...],
+    areas: tuple[str, str, str] = ("sram", "sram", "sram"),
+) -> tuple[int, int, int]:
+    """The (h, w, c) block config under which Vela's performance model runs `op` computing
+    `ofm` fastest on `memory`'s system, its IFM, OFM and weights in `areas`: the largest of
+    its compute cycles and each area's transfer cycles (feature-map bytes scaled by Vela's
+    burst efficiency for the block, weights fetched once per block, over the area's
+    bandwidth), over every block config valid for the op (ties: Vela's list order)."""
+    desc = npu_op_description(op)
+    hwc = [tuple(b.shape[1:]) for b in (ofm, *ifms)]
+    ifm2 = hwc[2] if desc.ifm2_shape is not None and len(hwc) > 2 else None
+    desc = replace(desc, ofm_shape=hwc[0], ifm_shape=hwc[1], ifm2_shape=ifm2)
+    system = (memory.accelerator, memory.system_config, memory.memory_mode, memory.config_path)
+    return _fastest_block(system, desc, areas)
+
+
+@lru_cache(maxsize=64)
+def _system_arch(system: tuple) -> ArchitectureFeatures:
+    """The system's Vela architecture (bandwidths do not depend on the pool size)."""
+    return system_arch(*system[:3], None, system[3])
+
+
+@lru_cache(maxsize=8192)
+def _fastest_block(
+    system: tuple, desc: NpuOpDescription, areas: tuple[str, str, str]
+) -> tuple[int, int, int]:
+    accelerator = system[0]
+    arch = _system_arch(system)
+    device = get_device(accelerator)
+    ifm_area, ofm_area, weights_area = (MEM_AREAS[a] for a in areas)
+    ofm_bits = NpuOpDescription.dtype_bits(desc.ofm_dtype)
+    best: tuple[float, tuple[int, int, int]] | None = None
+    for block in npu_find_block_configs(desc.to_npu_op(), npu_accelerator(accelerator)):
+        hwd = (block.height, block.width, block.depth)
+        try:
+            config = device.vela_block_config(desc, hwd)
+        except ValueError:
+            continue
+        query = performance_query(desc, config, areas[0], areas[1])
+        cycles = measure_cycle_cost(arch, desc.vela_op, desc.faf_op, query).op_cycles
+        access = measure_element_access(arch, query)
+        moved = {ifm_area: 0.0, ofm_area: 0.0, weights_area: 0.0}
+        moved[weights_area] += access.const_read[0]
+        moved[ifm_area] += _estimate_memory_transfer_efficiency(
+            arch, True, ifm_area, query.ifm_format, query.ifm_bits, config.ifm_block,
+            query.ifm_shape, (access.ifm_read[0] + access.ifm_read[1]) * query.ifm_bits / 8,
+        )  # fmt: skip
+        moved[ofm_area] += _estimate_memory_transfer_efficiency(
+            arch, False, ofm_area, query.ofm_format, ofm_bits, config.ofm_block,
+            query.ofm_shape, access.ofm_write * ofm_bits / 8,
+        )  # fmt: skip
+        score = max(
+            float(cycles),
+            *(n / float(arch.memory_bandwidths_per_cycle[a]) for a, n in moved.items()),
+        )
+        if best is None or score < best[0]:
+            best = (score, hwd)
+    if best is None:
+        raise ScheduleError(f"no valid block config for {desc}")
+    return best[1]
+
+
+def _vela_block(op: NpuOp, shape: tuple[int, ...], accelerator: str) -> tuple[int, int, int]:
+    """The (h, w, c) Vela block config behind a cascader block shape. An NHCWB16 block shape
+    counts depth in bricks, so the deepest valid block with that many bricks is the one."""
+    if len(shape) != 5:
+        return tuple((1, 1, 1, *shape)[-3:])
+    height, bricks, width = shape[1], shape[2], shape[3]
+    valid = npu_find_block_configs(npu_op_description(op).to_npu_op(), npu_accelerator(accelerator))
+    depths = [
+        b.depth
+        for b in valid
+        if b.height == height and b.width == width and math.ceil(b.depth / BRICK) == bricks
+    ]
+    if not depths:
+        raise ScheduleError(f"{op.name}: no valid block config matches {shape}")
+    return height, width, max(depths)
+
+
+def _feature_inputs(op: NpuOp) -> tuple[NpuTensor, ...]:
+    return (op.ifm, op.ifm2) if isinstance(op, BinaryElementwise) else (op.ifm,)
+
+
+def _feature_maps(op: NpuOp) -> tuple[NpuTensor, ...]:
+    return (*_feature_inputs(op), op.ofm)
+
+
+def _resamples(op: NpuOp) -> bool:
+    """Upscaling ops run whole: the NPU cannot start an upscaled read mid-pixel."""
+    return isinstance(op, Conv2D | Pooling) and op.upscale != "NONE"
+
+
+def _scalar(op: NpuOp, slot: int) -> bool:
+    return isinstance(op, BinaryElementwise) and (
+        (slot == 0 and op.ifm_scalar is not None) or (slot == 1 and op.ifm2_scalar is not None)
+    )
+
+
+def _union(a: Box | None, b: Box) -> Box:
+    if a is None:
+        return b
+    lo = tuple(min(x, y) for x, y in zip(a.start, b.start, strict=True))
+    hi = tuple(max(x, y) for x, y in zip(a.end, b.end, strict=True))
+    return Box(lo, tuple(h - low for low, h in zip(lo, hi, strict=True)))
+
+
+def _max_shape(boxes: list[Box]) -> tuple[int, ...]:
+    return tuple(max(b.shape[a] for b in boxes) for a in range(len(boxes[0].shape)))
+
+
+def _align(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def feature_map_bytes(shape: Sequence[int], layout: Layout, dtype_bytes: int) -> int:
+    """Bytes of an NHWC-shaped box stored in `layout` (NHCWB16 rounds depth up to bricks)."""
+    n, h, w, c = (1, 1, 1, *shape)[-4:]
+    if layout == Layout.NHCWB16:
+        c = math.ceil(c / BRICK) * BRICK
+    return n * h * w * c * dtype_bytes
+
+
+def _finish(builder: _Builder, check: bool) -> Schedule:
+    builder.pin_io()
+    extents = builder.allocate()
+    schedule = Schedule(
+        builder.net,
+        builder.memory,
+        builder.steps,
+        builder.buffers,
+        builder.tensor_buffer,
+        extents,
+    )
+    pool = builder.memory.sram_bytes
+    if check and schedule.sram_bytes > pool:
+        raise ScheduleError(
+            f"the schedule needs {schedule.sram_bytes} bytes of SRAM but the pool has {pool}"
+        )
+    return schedule
+
+
+def proposal_schedule(
+    net: Network,
+    proposal: Proposal,
+    memory: SystemMemory,
+    encoded_size: EncodedSize,
+    check: bool = True,
+    blocks: str = "fastest",
+) -> Schedule:
+    """The stripe schedule of a chosen proposal. `encoded_size(part, lo, hi, block_depth)`
+    gives the encoded bytes of a part's weights for output channels [lo, hi), which sizes the
+    buffers weights are copied into. With `check`, ScheduleError when the SRAM it needs
+    exceeds the pool. `blocks` picks each part's block config: the fastest under Vela's
+    performance model for its stripes ("fastest"), or the one the cascader's cost assumed
+    ("cascader")."""
+    builder = _Builder(net, memory, encoded_size, blocks)
+    plans = [_plan_from_proposal_plan(net, plan, memory) for plan in proposal.plans]
+    builder.homes = _agreed_homes(net, plans, builder)
+    for index, plan in enumerate(_plan_order(net, plans)):
+        builder.run_plan(plan, index)
+    return _finish(builder, check=check)
+
+
+def layer_by_layer_schedule(
+    net: Network,
+    memory: SystemMemory,
+    encoded_size: EncodedSize,
+    feature_maps: str = "io",
+    check: bool = True,
+    blocks: str = "fastest",
+) -> Schedule:
+    """The copy-constants schedule: every op whole, in model order, its feature maps in the
+    `feature_maps` role's area ("io": Vela's arena; "cascade": the SRAM, graph inputs and
+    outputs staying in the arena), its weights and scale-bias copied into the cascade area
+    right before it."""
+    builder = _Builder(net, memory, encoded_size, blocks)
+    graph = net.graph
+    area = memory.roles[feature_maps]
+    plans = []
+    for part in reversed(graph.parts):
+        if part.in_line:
+            continue
+        op = net.ops[part.id]
+        placements = {}
+        for slot, tensor in enumerate(part.inputs):
+            if tensor.is_constant:
+                placements[part.id, slot] = _Placement("window", memory.roles["cascade"], True)
+            else:
+                home = memory.roles["io"] if builder.root(tensor.id) in builder.graph_io else area
+                placements[part.id, slot] = _Placement("tensor", home)
+        home = memory.roles["io"] if builder.root(part.output.id) in builder.graph_io else area
+        whole = StripeConfig(part.output.shape, part.output.shape, part.output.shape,
+                             (0,) * len(part.output.shape), (1,) * len(part.output.shape),
+                             (0,) * len(part.output.shape))  # fmt: skip
+        plans.append(
+            _Plan(
+                parts=(part.id,),
+                output_part=part.id,
+                output_stripe=op.ofm.shape,
+                stripe_configs={part.id: whole},
+                placements=placements,
+                outputs={part.id: _Placement("tensor", home)},
+            )
+        )
+    for index, plan in enumerate(plans):
+        builder.run_plan(plan, index)
+    return _finish(builder, check=check)

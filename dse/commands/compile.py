@@ -1,0 +1,38 @@
+"""`dse compile`: rebuild one design point's schedule and write its NPU command streams, driver
+payloads, encoded constants and a manifest (regions, scratch size, I/O addresses, estimate)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from cascader.flow.pipeline import compile_model
+from dse.commands.estimate import nothing_fits, scored_point
+from dse.errors import BadInput
+from dse.sizes import format_size
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.config is not None:
+        raise BadInput("--config needs `dse export`, not implemented yet; give --sram SIZE")
+    out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"-o {out}: exists and is not a directory")
+
+    def run_compile(*point):
+        return compile_model(point[0], out, *point[1:])
+
+    try:
+        result, point = scored_point(args, args.sram, run_compile)
+    except OSError as error:
+        raise BadInput(f"cannot write {out}: {error.strerror}") from None
+    if not result.fits:
+        raise nothing_fits(result)
+    schedule = point.schedule
+    print(
+        f"wrote {out}: {len(result.report.ops)} NPU ops in "
+        f"{len({schedule.network.function_of[s.part] for s in schedule.steps})} command "
+        f"stream(s), scratch {format_size(schedule.scratch_bytes)}, SRAM used "
+        f"{format_size(result.sram_used_bytes)}, {result.report.total_cycles:.0f} cycles"
+    )
+    return 0

@@ -1,0 +1,130 @@
+"""`dse estimate`: score one design point with Vela's performance model and print it (the
+DESIGN.md estimate object with `--json`, else a per-op table). `--graph` scores a cascader
+graph JSON with the cascader's own cost instead (no model, no Vela)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import TypeVar
+
+from cascader.core.errors import GraphFormatError
+from cascader.core.options import CascaderOptions
+from cascader.ethosu.errors import DeviceConfigError
+from cascader.flow.errors import ModelError
+from cascader.flow.legalize import LegalizeError
+from cascader.flow.pipeline import Estimate, estimate
+from cascader.flow.schedule import ScheduleError
+from dse.defaults import system_defaults
+from dse.errors import BadInput, NothingFits
+from dse.sizes import format_size
+
+DEFAULT_SRAM_POOL = 1 << 20
+T = TypeVar("T")
+
+
+def cascader_options(args: argparse.Namespace) -> CascaderOptions | None:
+    """The point's cascader options from the flags; None when `--no-cascade`."""
+    if args.no_cascade:
+        return None
+    given = {
+        "stripe_factors": args.stripe_factors,
+        "max_plan_size": args.max_plan_size,
+        "max_proposals": args.max_proposals,
+        "always_copy_size": args.always_copy_size,
+    }
+    return CascaderOptions(
+        enable_striping=not args.no_striping,
+        enable_multi_dimensional_striping=args.multi_dimensional_striping,
+        **{k: v for k, v in given.items() if v is not None},
+    )
+
+
+def nothing_fits(result: Estimate) -> NothingFits:
+    """When no schedule fits, the point was scored with the smallest one, so its SRAM use is
+    the least any schedule needs."""
+    return NothingFits(
+        f"nothing fits in {result.sram_pool_bytes} bytes; the smallest schedule needs "
+        f"{result.sram_used_bytes} bytes"
+    )
+
+
+def scored_point(args: argparse.Namespace, sram: int, run: Callable[..., T]) -> T:
+    """`run(model, accelerator, system, mode, sram, options, vela_config)` for the flags'
+    point, library errors turned into BadInput."""
+    system_config, memory_mode = system_defaults(
+        args.accelerator_config, args.system_config, args.memory_mode
+    )
+    try:
+        return run(
+            args.model,
+            args.accelerator_config,
+            system_config,
+            memory_mode,
+            sram,
+            cascader_options(args),
+            args.vela_config,
+        )
+    except (ModelError, DeviceConfigError, ScheduleError) as error:
+        raise BadInput(str(error)) from None
+    except LegalizeError as error:
+        raise BadInput(f"{args.model}: {error}") from None
+
+
+def _graph_estimate(args: argparse.Namespace, sram: int) -> dict:
+    from dse.graph_evaluator import graph_evaluator
+    from dse.space import DesignPoint
+
+    options = cascader_options(args)
+    if options is None:
+        raise BadInput("--graph scores the cascader's proposals; --no-cascade needs --model")
+    try:
+        evaluator = graph_evaluator(args.graph)
+    except (GraphFormatError, OSError) as error:
+        raise BadInput(f"{args.graph}: {error}") from None
+    point = DesignPoint(
+        sram_pool_bytes=sram,
+        enable_striping=options.enable_striping,
+        enable_multi_dimensional_striping=options.enable_multi_dimensional_striping,
+        stripe_factors=options.stripe_factors,
+        max_plan_size=options.max_plan_size,
+        max_proposals=options.max_proposals,
+        always_copy_size=options.always_copy_size,
+    )
+    return evaluator(point)
+
+
+def _table(result: Estimate) -> str:
+    data = result.to_json()
+    lines = [
+        f"{data['model']} on {data['accelerator']} ({data['system_config']}, "
+        f"{data['memory_mode']}), SRAM pool {format_size(data['sram_pool_bytes'])}, cascader "
+        f"{'on' if data['cascader']['enabled'] else 'off'}",
+        f"{'op':<40} {'kind':<12} {'stripes':>7} {'cycles':>12} {'MACs':>12}",
+    ]
+    for op in data["ops"]:
+        lines.append(
+            f"{op['name'][:40]:<40} {op['kind']:<12} {op['stripes']:>7} "
+            f"{op['cycles']:>12.0f} {op['macs']:>12}"
+        )
+    lines.append(
+        f"total {data['total_cycles']:.0f} cycles ({data['inference_time_s'] * 1e3:.3f} ms), "
+        f"SRAM used {format_size(data['sram_used_bytes'])}, {data['npu_ops']} NPU ops, "
+        f"host ops: {', '.join(data['host_ops']) or 'none'}"
+    )
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    sram = args.sram or DEFAULT_SRAM_POOL
+    if (args.model is None) == (args.graph is None):
+        raise BadInput("give exactly one of --model M.tflite or --graph G.json")
+    if args.graph is not None:
+        print(json.dumps(_graph_estimate(args, sram), indent=None if args.json else 1))
+        return 0
+    result = scored_point(args, sram, estimate)
+    if not result.fits:
+        raise nothing_fits(result)
+    print(json.dumps(result.to_json()) if args.json else _table(result))
+    return 0

@@ -1,0 +1,151 @@
+"""`dse estimate` and `dse compile` on the example model and builder models: the estimate
+object of DESIGN.md, cascader on/off and striping on/off, infeasible pools, written files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cascader.core.options import CascaderOptions
+from cascader.flow.pipeline import estimate
+from cascader.testing.networks import CATALOGUE
+from dse.cli import main
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
+KEYS = {
+    "model", "model_sha256", "accelerator", "system_config", "memory_mode", "sram_pool_bytes",
+    "cascader", "fits", "sram_used_bytes", "total_cycles", "npu_cycles", "macs",
+    "inference_time_s", "bytes", "npu_ops", "host_ops", "ops",
+}  # fmt: skip
+
+
+def _estimate(capsys: pytest.CaptureFixture[str], *flags: str) -> dict:
+    code = main(["estimate", "--model", str(EXAMPLE), "--json", *flags])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return json.loads(out)
+
+
+def test_estimate_json_is_the_design_object(capsys: pytest.CaptureFixture[str]) -> None:
+    data = _estimate(capsys, "--sram", "256KiB")
+    assert set(data) == KEYS
+    assert data["cascader"]["enabled"] is True
+    assert data["cascader"]["options"]["enable_striping"] == 1
+    assert data["fits"] and 0 < data["sram_used_bytes"] <= 256 * 1024
+    assert set(data["bytes"]) == {"sram", "dram", "offchip_flash", "onchip_flash"}
+    assert data["total_cycles"] == pytest.approx(sum(op["cycles"] for op in data["ops"]))
+    assert data["macs"] == sum(op["macs"] for op in data["ops"])
+    assert data["npu_ops"] == len(data["ops"]) == 67
+    assert data["host_ops"] == []
+    assert data["inference_time_s"] == pytest.approx(data["total_cycles"] / 500e6)
+    assert {"name", "kind", "stripes", "cycles", "macs", "bytes"} <= set(data["ops"][0])
+
+
+def test_cascader_and_striping_change_the_schedule(capsys: pytest.CaptureFixture[str]) -> None:
+    on = _estimate(capsys, "--sram", "160KiB")
+    flat = _estimate(capsys, "--sram", "160KiB", "--no-striping")
+    off = _estimate(capsys, "--sram", "160KiB", "--no-cascade")
+    assert off["cascader"] == {"enabled": False, "options": {}}
+    assert all(op["stripes"] == 1 for op in off["ops"])
+    assert any(op["stripes"] > 1 for op in on["ops"])
+    assert all(op["stripes"] == 1 for op in flat["ops"])
+    assert on["macs"] == off["macs"] == flat["macs"]
+    # whole feature maps (layer by layer, or cascades without striping) need more SRAM
+    assert off["sram_used_bytes"] > on["sram_used_bytes"]
+    assert flat["sram_used_bytes"] > on["sram_used_bytes"]
+
+
+def test_nothing_fits_exits_3_with_the_smallest_need(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["estimate", "--model", str(EXAMPLE), "--sram", "32KiB", "--json"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 3
+    assert len(err) == 1
+    assert "nothing fits in 32768 bytes; the smallest schedule needs" in err[0]
+    needed = int(err[0].split("needs ")[1].split()[0])
+    assert needed > 32768
+
+
+def test_infeasible_points_are_scores_not_errors_for_the_library() -> None:
+    result = estimate(EXAMPLE, "ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram",
+                      32 * 1024, CascaderOptions(enable_striping=True))  # fmt: skip
+    assert not result.fits
+    assert result.sram_used_bytes > 32 * 1024
+    assert result.report.total_cycles > 0
+
+
+def test_a_bigger_pool_never_needs_more_cycles(capsys: pytest.CaptureFixture[str]) -> None:
+    small = _estimate(capsys, "--sram", "200KiB", "--no-cascade")
+    big = _estimate(capsys, "--sram", "1MiB", "--no-cascade")
+    assert big["total_cycles"] <= small["total_cycles"]
+
+
+def test_u65_defaults_to_dedicated_sram(capsys: pytest.CaptureFixture[str]) -> None:
+    data = _estimate(capsys, "--accelerator-config", "ethos-u65-256", "--sram", "128KiB")
+    assert (data["system_config"], data["memory_mode"]) == ("Ethos_U65_High_End", "Dedicated_Sram")
+    assert data["bytes"]["dram"] > 0
+    assert data["fits"] and data["sram_used_bytes"] <= 128 * 1024
+
+
+@pytest.mark.parametrize("name", ["chain", "residual", "concat_skip", "SOFTMAX"])
+@pytest.mark.parametrize("options", [None, CascaderOptions(enable_striping=True)])
+def test_builder_models_estimate(name: str, options: CascaderOptions | None) -> None:
+    model = CATALOGUE[name]().build()
+    result = estimate(model, "ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram",
+                      512 * 1024, options)  # fmt: skip
+    data = result.to_json()
+    assert data["fits"] and data["npu_ops"] > 0 and data["total_cycles"] > 0
+    assert data["model"] == "model.tflite"
+
+
+def test_compile_writes_streams_constants_and_manifest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    code = main(["compile", "--model", str(EXAMPLE), "--sram", "256KiB", "-o", str(out)])
+    assert code == 0, capsys.readouterr().err
+    assert "wrote" in capsys.readouterr().out
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["format"] == "cascader-dse-compiled"
+    (function,) = manifest["functions"]
+    assert (out / function["command_stream"]).stat().st_size > 0
+    assert (out / function["driver_payload"]).read_bytes()[:4] == b"COP1"
+    assert (out / "constants.bin").stat().st_size == manifest["regions"]["0"]["bytes"]
+    assert 0 < manifest["scratch_bytes"] <= 256 * 1024
+    kinds = sorted(row["kind"] for row in manifest["io"])
+    assert kinds == ["input", "output"]
+    assert manifest["estimate"]["fits"]
+
+
+def test_compile_refuses_config_files_for_now(tmp_path: Path, capsys) -> None:
+    code = main(["compile", "--model", str(EXAMPLE), "--config", "cfg.json", "-o", str(tmp_path)])
+    assert code == 2
+    assert "--config needs `dse export`, not implemented yet" in capsys.readouterr().err
+
+
+def test_compile_nothing_fits_exits_3(tmp_path: Path, capsys) -> None:
+    code = main(["compile", "--model", str(EXAMPLE), "--sram", "16KiB", "-o", str(tmp_path / "o")])
+    assert code == 3
+    assert "nothing fits in 16384 bytes" in capsys.readouterr().err
+
+
+def test_estimate_bad_inputs_exit_2(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad.tflite"
+    bad.write_bytes(b"not a model")
+    assert main(["estimate", "--model", str(bad)]) == 2
+    assert main(["estimate", "--model", str(EXAMPLE), "--accelerator-config", "ethos-u99"]) == 2
+    assert main(["estimate"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and "exactly one of --model" in err[2]
+
+
+def test_estimate_a_graph_with_the_cascaders_cost(tmp_path: Path, capsys) -> None:
+    graph = tmp_path / "g.json"
+    assert main(["graph", "--model", str(EXAMPLE), "-o", str(graph)]) == 0
+    capsys.readouterr()
+    assert main(["estimate", "--graph", str(graph), "--sram", "256KiB", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["scored_by"] == "cascader" and data["fits"]
+    assert main(["estimate", "--graph", str(graph), "--no-cascade"]) == 2
+    assert "--no-cascade needs --model" in capsys.readouterr().err

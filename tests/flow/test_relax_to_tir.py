@@ -1,0 +1,79 @@
+"""The lowering hook: workspace-pool checks, external functions lowered to PrimFuncs that carry
+their command streams, the copy-constants scheduler without the cascader, U65 cascading."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tvm import tirx
+
+from cascader.core.options import CascaderOptions
+from cascader.flow.frontend import import_tflite
+from cascader.flow.legalize import ethosu_functions
+from cascader.flow.partition import partition_for_ethosu
+from cascader.flow.relax_to_tir import (
+    MANY_POOLS,
+    NO_POOL,
+    EthosuTarget,
+    LoweringError,
+    compile,
+    relax_to_tir,
+    workspace_pool_bytes,
+)
+from cascader.testing.networks import CATALOGUE
+
+
+@pytest.fixture(scope="module")
+def partitioned():
+    return partition_for_ethosu(import_tflite(CATALOGUE["chain"]().build()))
+
+
+def _pools(mod, *sizes: int):
+    pools = [{"pool_name": f"SRAM{i}", "size_hint_bytes": size} for i, size in enumerate(sizes)]
+    return mod.with_attr("workspace_memory_pools", pools)
+
+
+def test_the_cascader_needs_exactly_one_workspace_pool(partitioned) -> None:
+    with pytest.raises(LoweringError, match=NO_POOL):
+        relax_to_tir(partitioned)
+    with pytest.raises(LoweringError, match=MANY_POOLS):
+        relax_to_tir(_pools(partitioned, 256 * 1024, 4096))
+    assert workspace_pool_bytes(_pools(partitioned, 12345)) == 12345
+
+
+def test_external_functions_become_prim_funcs_with_their_npu_program(partitioned) -> None:
+    lowered = relax_to_tir(_pools(partitioned, 256 * 1024))
+    (name, func) = ethosu_functions(partitioned)[0]
+    prim = lowered[name]
+    assert isinstance(prim, tirx.PrimFunc)
+    assert str(lowered.attrs["device_contexts"][name]) == "ethos-u"
+    assert "main" in [gv.name_hint for gv in lowered.functions]
+    target = EthosuTarget()
+    compiled = compile(name, func, target, 256 * 1024)
+    assert prim.attrs["ethos-u.constants"].numpy().tobytes() == compiled.constants
+    assert prim.attrs["ethos-u.command_stream"].numpy().tobytes() == compiled.command_stream
+    assert int(prim.attrs["ethos-u.input_size"]) == 32 * 32 * 3
+    assert int(prim.attrs["ethos-u.output_size"]) == 10
+    assert 0 < int(prim.attrs["ethos-u.scratch_size"]) <= 256 * 1024
+    assert len(prim.params) == len(compiled.inputs) + len(compiled.outputs)
+
+
+def test_a_pool_smaller_than_any_schedule_is_refused(partitioned) -> None:
+    with pytest.raises(LoweringError, match="nothing fits in 4096 bytes; the smallest schedule"):
+        relax_to_tir(_pools(partitioned, 4096))
+
+
+def test_without_the_cascader_no_pool_is_needed(partitioned) -> None:
+    lowered = relax_to_tir(partitioned, EthosuTarget(options=None))
+    (name, _) = ethosu_functions(partitioned)[0]
+    stream = lowered[name].attrs["ethos-u.command_stream"].numpy()
+    assert stream.dtype == np.uint8 and stream.size > 0
+
+
+def test_cascading_works_on_ethos_u65(partitioned) -> None:
+    target = EthosuTarget("ethos-u65-256", options=CascaderOptions(enable_striping=True))
+    lowered = relax_to_tir(_pools(partitioned, 64 * 1024), target)
+    (name, _) = ethosu_functions(partitioned)[0]
+    attrs = lowered[name].attrs
+    assert 0 < int(attrs["ethos-u.scratch_size"]) <= 64 * 1024  # the SRAM cascade region
+    assert int(attrs["ethos-u.arena_size"]) > 0  # feature maps homed in DRAM

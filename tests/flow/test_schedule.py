@@ -1,0 +1,312 @@
+"""Stripe schedules of real models: every read finds the data it needs in its buffer, buffers
+live at the same time never share bytes, SRAM never exceeds the pool, outputs are covered."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cascader.core.cascade import cascade
+from cascader.core.options import CascaderOptions
+from cascader.ethosu.codegen import encoded_weights, generate
+from cascader.ethosu.memory import system_memory
+from cascader.ethosu.perf import evaluate
+from cascader.flow.cascader_graph import graph_document
+from cascader.flow.frontend import load_tflite
+from cascader.flow.npu_ops import Identity
+from cascader.flow.pipeline import front_half, schedule_point
+from cascader.flow.schedule import (
+    Box,
+    Copy,
+    Schedule,
+    ScheduleError,
+    Stripe,
+    copy_box,
+    input_boxes,
+    layer_by_layer_schedule,
+    proposal_schedule,
+)
+from cascader.testing.networks import CATALOGUE
+from cascader.testing.tflite_builder import ModelBuilder
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
+U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
+U65 = ("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram")
+
+
+@pytest.fixture(scope="module")
+def example():
+    return front_half(load_tflite(EXAMPLE), "ethos-u55-256")
+
+
+def _sizer(front, accelerator):
+    return lambda part, lo, hi, depth: len(
+        encoded_weights(accelerator, front.network.ops[part], lo, hi, depth)
+    )
+
+
+def _roots(schedule: Schedule) -> dict[int, int]:
+    """Graph tensor -> the tensor whose bytes it is (reshapes alias their input, the copies
+    of a concatenation its output)."""
+    alias = {p.output.id: p.inputs[0].id for p in schedule.network.graph.parts if p.in_line}
+    alias.update(schedule.network.co_written)
+    roots = {}
+    for t in schedule.network.graph.tensors:
+        tid = t.id
+        while tid in alias:
+            tid = alias[tid]
+        roots[t.id] = tid
+    return roots
+
+
+def _slice(box: Box) -> tuple[slice, ...]:
+    return tuple(slice(s, s + n) for s, n in zip(box.start, box.shape, strict=True))
+
+
+def check_schedule(schedule: Schedule) -> None:
+    """Replays the schedule on presence masks: each buffer remembers which elements of its
+    tensor it holds (a window only its last box, a rolling buffer its last `rows` rows), and
+    every read must be held; weights read from a copy must be the copied channels."""
+    net = schedule.network
+    graph = net.graph
+    roots = _roots(schedule)
+    held: dict[int, np.ndarray] = {}
+    copied: dict[int, tuple] = {}
+    for buf in schedule.buffers:
+        if not graph.tensors[buf.tensor].is_constant:
+            held[buf.index] = np.zeros(net.feature_map(buf.tensor).shape, dtype=bool)
+    for t in graph.input_tensors:
+        if not t.is_constant and roots[t.id] in schedule.tensor_buffer:
+            held[schedule.tensor_buffer[roots[t.id]]][...] = True
+    for step in schedule.steps:
+        if isinstance(step, Copy):
+            if step.what == "feature_map":
+                assert held[step.source][_slice(step.box)].all(), step
+                held[step.dest][...] = False
+                held[step.dest][_slice(step.box)] = True
+            else:
+                copied[step.dest] = (step.part, step.what, step.box)
+            continue
+        part = graph.parts[step.part]
+        op = net.ops[step.part]
+        boxes, padding = input_boxes(op, step.ofm)
+        assert padding == step.padding
+        for slot, (box, buf, _) in enumerate(step.ifms):
+            if buf < 0:
+                continue
+            assert box == boxes[slot]
+            assert schedule.buffers[buf].tensor == roots[part.inputs[slot].id]
+            assert held[buf][_slice(box)].all(), (op.name, slot, box)
+        if step.weights_buffer >= 0:
+            lo, hi = step.channels
+            assert copied[step.weights_buffer] == (step.part, "weights", Box((lo,), (hi - lo,)))
+        out = schedule.buffers[step.ofm_buffer]
+        assert out.tensor == roots[part.output.id]
+        mask = held[out.index]
+        if out.kind == "window":
+            assert step.ofm_origin == step.ofm.start
+            mask[...] = False
+        written = step.ofm
+        if isinstance(op, Identity) and op.ifm.shape != op.ofm.shape and op.ofm_fill is None:
+            written = copy_box(op, step.ofm)[1]  # a concatenation's copy writes its slice
+        mask[_slice(written)] = True
+        if out.kind == "rolling":
+            mask[:, : max(step.ofm.end[1] - out.rows, 0)] = False
+    for t in graph.output_tensors:
+        assert held[schedule.tensor_buffer[roots[t.id]]].all()
+
+
+def check_allocation(schedule: Schedule) -> None:
+    """Aligned addresses; buffers of one region alive at the same time never overlap."""
+    by_region: dict[int, list] = {}
+    for buf in schedule.buffers:
+        assert buf.address % 16 == 0 and buf.size % 16 == 0
+        by_region.setdefault(buf.region, []).append(buf)
+    for buffers in by_region.values():
+        for i, a in enumerate(buffers):
+            for b in buffers[i + 1 :]:
+                if a.first <= b.last and b.first <= a.last:
+                    assert a.address + a.size <= b.address or b.address + b.size <= a.address
+
+
+def test_layer_by_layer_schedule_runs_every_op_whole_with_copied_constants(example) -> None:
+    memory = system_memory(*U55, 256 * 1024)
+    schedule = layer_by_layer_schedule(example.network, memory, _sizer(example, U55[0]))
+    stripes = [s for s in schedule.steps if isinstance(s, Stripe)]
+    npu_parts = [p for p in example.network.graph.parts if not p.in_line]
+    assert len(stripes) == len(npu_parts)
+    for stripe in stripes:
+        assert stripe.ofm.shape == example.network.ops[stripe.part].ofm.shape
+    copies = [s for s in schedule.steps if isinstance(s, Copy)]
+    assert {c.what for c in copies} == {"weights", "scale_bias"}
+    check_schedule(schedule)
+    check_allocation(schedule)
+    assert schedule.sram_bytes <= memory.sram_bytes
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        CascaderOptions(enable_striping=True),
+        CascaderOptions(enable_striping=False),
+        CascaderOptions(enable_striping=True, enable_multi_dimensional_striping=True),
+        CascaderOptions(enable_striping=True, always_copy_size=0),
+    ],
+    ids=["striping", "no-striping", "multi-dimensional", "copy-nothing-small"],
+)
+def test_cascaded_schedule_reads_only_what_was_written(example, options) -> None:
+    memory = system_memory(*U55, 256 * 1024)
+    point = schedule_point(example, memory, replace(options, cascade_region="sram"))
+    check_schedule(point.schedule)
+    check_allocation(point.schedule)
+    assert point.fits
+    assert point.schedule.sram_bytes <= memory.sram_bytes
+    # the cascader budgets what the schedule holds (plus 16-byte alignment of each buffer)
+    slack = 16 * len(point.schedule.buffers)
+    assert point.schedule.sram_bytes <= point.cascade.chosen.memory_usage + slack
+
+
+def test_striped_plans_interleave_and_roll(example) -> None:
+    memory = system_memory(*U55, 256 * 1024)
+    point = schedule_point(example, memory, CascaderOptions(enable_striping=True))
+    schedule = point.schedule
+    kinds = {b.kind for b in schedule.buffers}
+    assert {"tensor", "window"} <= kinds
+    multi = [p for p in point.cascade.chosen.plans if len(p.part_ids) > 1]
+    assert multi, "the example's chosen proposal cascades some ops"
+    plan_parts = set(multi[0].part_ids)
+    order = [s.part for s in schedule.steps if isinstance(s, Stripe) and s.part in plan_parts]
+    # producer and consumer stripes alternate instead of running op after op
+    changes = sum(a != b for a, b in itertools.pairwise(order))
+    assert changes > len(plan_parts)
+
+
+def test_u65_puts_the_cascade_in_sram_and_the_arena_in_dram(example) -> None:
+    front = front_half(load_tflite(EXAMPLE), U65[0])
+    memory = system_memory(*U65, 128 * 1024)
+    point = schedule_point(front, memory, CascaderOptions(enable_striping=True))
+    check_schedule(point.schedule)
+    check_allocation(point.schedule)
+    areas = {b.area for b in point.schedule.buffers}
+    assert areas <= {"sram", "dram"}
+    assert {b.region for b in point.schedule.buffers if b.area == "dram"} == {1}
+    assert {b.region for b in point.schedule.buffers if b.area == "sram"} == {2}
+    io = {t.id for t in front.network.graph.input_tensors if not t.is_constant}
+    assert all(point.schedule.buffers[point.schedule.tensor_buffer[t]].area == "dram" for t in io)
+    assert point.schedule.sram_bytes <= memory.sram_bytes
+
+
+def test_a_pool_too_small_for_the_smallest_proposal_is_refused(example) -> None:
+    memory = system_memory(*U55, 32 * 1024)
+    document = graph_document(example.network.graph, memory, CascaderOptions())
+    result = cascade(document.graph, document.regions, document.home_map, document.options)
+    smallest = min(result.proposals, key=lambda p: p.memory_usage)
+    assert smallest.memory_usage > memory.sram_bytes
+    with pytest.raises(ScheduleError, match="bytes of SRAM but the pool has 32768"):
+        proposal_schedule(example.network, smallest, memory, _sizer(example, U55[0]))
+    point = schedule_point(example, memory, CascaderOptions())
+    assert not point.fits
+
+
+@pytest.mark.parametrize("name", ["chain", "branches", "concat_skip", "CONCATENATION-width",
+                                  "SPLIT-height-4", "PAD", "STRIDED_SLICE", "RESIZE_BILINEAR",
+                                  "SOFTMAX-vector-beta", "MEAN", "TRANSPOSE_CONV"])  # fmt: skip
+def test_builder_models_schedule_validly(name: str) -> None:
+    front = front_half(CATALOGUE[name]().build(), U55[0])
+    memory = system_memory(*U55, 256 * 1024)
+    for options in (None, CascaderOptions(enable_striping=True)):
+        point = schedule_point(front, memory, options)
+        check_schedule(point.schedule)
+        check_allocation(point.schedule)
+
+
+def test_schedules_are_deterministic(example) -> None:
+    memory = system_memory(*U55, 256 * 1024)
+    runs = [schedule_point(example, memory, CascaderOptions(enable_striping=True))
+            for _ in range(2)]  # fmt: skip
+    first, second = (r.schedule for r in runs)
+    assert first.steps == second.steps
+    assert [b.to_json() for b in first.buffers] == [b.to_json() for b in second.buffers]
+
+
+def test_fastest_blocks_beat_the_cascaders_blocks_under_vela(example) -> None:
+    """Each part runs with the block config Vela's model finds fastest, which must not lose
+    to the block config the cascader's own cost picked."""
+    memory = system_memory(*U55, 256 * 1024)
+    cycles = {}
+    for blocks in ("fastest", "cascader"):
+        schedule = layer_by_layer_schedule(
+            example.network, memory, _sizer(example, U55[0]), blocks=blocks
+        )
+        compiled = generate(schedule, U55[0], command_streams=False)
+        cycles[blocks] = evaluate(compiled.scheduled_ops, memory).total_cycles
+    assert cycles["fastest"] < cycles["cascader"]
+
+
+@pytest.mark.parametrize(
+    ("name", "system", "options"),
+    [
+        ("chain", U65, CascaderOptions(enable_striping=True, always_copy_size=1 << 20)),
+        ("residual", U65, CascaderOptions(enable_striping=True, always_copy_size=1 << 20)),
+        ("residual", ("ethos-u55-64", *U55[1:]),
+         CascaderOptions(enable_striping=True, enable_multi_dimensional_striping=True)),
+        ("MEAN", U65, CascaderOptions(enable_striping=True, always_copy_size=1 << 20)),
+    ],
+    ids=["u65-copies", "u65-residual-copies", "u55-64-multi-dimensional", "u65-mean"],
+)  # fmt: skip
+def test_copied_feature_maps_and_channel_stripes_compile(name, system, options) -> None:
+    """Feature maps copied into the SRAM stripe by stripe (Dedicated_Sram) and channel
+    stripes of brick-layout tensors give valid schedules Vela's command-stream generator
+    accepts (it checks every address's alignment)."""
+    front = front_half(CATALOGUE[name]().build(), system[0])
+    point = schedule_point(front, system_memory(*system, 64 * 1024), options)
+    check_schedule(point.schedule)
+    check_allocation(point.schedule)
+    compiled = generate(point.schedule, system[0])
+    assert all(f.command_stream for f in compiled.functions)
+
+
+def test_u65_copies_feature_maps_into_sram_stripe_by_stripe() -> None:
+    front = front_half(load_tflite(EXAMPLE), U65[0])
+    options = CascaderOptions(enable_striping=True, always_copy_size=1 << 20)
+    point = schedule_point(front, system_memory(*U65, 64 * 1024), options)
+    copies = [s for s in point.schedule.steps if isinstance(s, Copy) and s.what == "feature_map"]
+    assert copies
+    assert all(point.schedule.buffers[c.source].area == "dram" for c in copies)
+    assert all(point.schedule.buffers[c.dest].area == "sram" for c in copies)
+    check_schedule(point.schedule)
+    check_allocation(point.schedule)
+    assert all(f.command_stream for f in generate(point.schedule, U65[0]).functions)
+
+
+def _two_functions() -> bytes:
+    """conv -> depthwise with multiplier 2 (host) -> conv: two NPU functions."""
+    b = ModelBuilder(0, name="two_functions")
+    x = b.conv2d(b.input((1, 16, 16, 8)), 8, kernel=3, activation="RELU")
+    x = b.depthwise_conv2d(x, kernel=3, depth_multiplier=2)
+    b.output(b.conv2d(x, 8, kernel=1))
+    return b.build()
+
+
+@pytest.mark.parametrize("options", [None, CascaderOptions(enable_striping=True)])
+def test_host_ops_split_the_schedule_into_functions(options) -> None:
+    front = front_half(_two_functions(), U55[0])
+    assert len(front.network.functions) == 2 and front.host_ops
+    point = schedule_point(front, system_memory(*U55, 256 * 1024), options)
+    schedule = point.schedule
+    check_schedule(schedule)
+    check_allocation(schedule)
+    functions = [schedule.network.function_of[s.part] for s in schedule.steps]
+    assert functions == sorted(functions)  # the first function runs whole before the second
+    last_of_first = functions.index(1) - 1
+    graph = schedule.network.graph
+    for tensor in graph.output_tensors:  # outputs stay live to their function's end
+        buf = schedule.buffers[schedule.tensor_buffer[tensor.id]]
+        function = schedule.network.function_of[tensor.producers[0].id]
+        assert buf.last >= (last_of_first if function == 0 else len(schedule.steps) - 1)
+    compiled = generate(schedule, U55[0])
+    assert len(compiled.functions) == 2
