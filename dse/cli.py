@@ -148,6 +148,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--storage", required=True, metavar="URL")
     p.add_argument("--study", required=True, metavar="NAME")
     p.add_argument("--out", default="dse-out/report", metavar="DIR")
+    p.add_argument(
+        "--trial",
+        type=_non_negative_int,
+        default=None,
+        metavar="N",
+        help="the point whose per-layer cost is drawn (default: the fastest on the front)",
+    )
 
     p = sub.add_parser("export", help="write the chosen point as a versioned config JSON")
     p.add_argument("--storage", required=True, metavar="URL")

@@ -1,4 +1,4 @@
-"""Runs trials of a study in this process or in worker processes, with a progress bar."""
+"""Runs a study's issued trials in this process or in worker processes, with a progress bar."""
 
 from __future__ import annotations
 
@@ -10,23 +10,25 @@ import optuna
 from optuna.trial import TrialState
 from tqdm import tqdm
 
+from dse.cache_stats import record
 from dse.objective import Evaluator, make_objective
 from dse.space import SearchSpace
 from dse.study import StudySettings, load_settings, open_storage
+from dse.tickets import completed_trials, issue, run_issued
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 SAMPLERS = ("default", "nsga2", "tpe", "grid")
+SEED_SHARE = 4  # a new study's first request spends 1/SEED_SHARE of its trials on seeds
 
 
-def make_sampler(name: str, space: SearchSpace) -> optuna.samplers.BaseSampler | None:
-    """None lets Optuna pick its default sampler for the study's directions."""
+def make_sampler(name: str) -> optuna.samplers.BaseSampler | None:
+    """None lets Optuna pick its default sampler for the study's directions. A grid study
+    needs no sampler: its tickets carry every parameter (see dse.tickets.issue)."""
     if name == "nsga2":
         return optuna.samplers.NSGAIISampler()
     if name == "tpe":
         return optuna.samplers.TPESampler(multivariate=True)
-    if name == "grid":
-        return optuna.samplers.GridSampler(space.grid())
     return None
 
 
@@ -34,61 +36,64 @@ def space_of(settings: StudySettings) -> SearchSpace:
     return SearchSpace(settings.sram_min, settings.sram_max)
 
 
-def finished(study: optuna.Study) -> int:
-    states = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
-    return len(study.get_trials(deepcopy=False, states=states))
-
-
-def run_trials(study: optuna.Study, evaluate: Evaluator, n_trials: int, progress: bool) -> None:
-    """Run `n_trials` trials here; the grid sampler stops by itself once its grid is done."""
+def issue_trials(study: optuna.Study, n_trials: int, by: str) -> int:
+    """Enqueue this command's share of trials: for a grid study, unvisited grid points; for a
+    new study, seed points spread over the pool range first (see SearchSpace.seed_points)."""
     settings = load_settings(study)
+    space = space_of(settings)
+    if settings.sampler == "grid":
+        return issue(study, n_trials, space.grid(), by)
+    seeds = space.seed_points(n_trials // SEED_SHARE) if not study.trials else []
+    return issue(study, n_trials, None, by, seeds)
+
+
+def run_trials(study: optuna.Study, evaluate: Evaluator, total: int, progress: bool) -> int:
+    """Run issued trials here until none is left; returns how many this process completed."""
+    settings = load_settings(study)
+    study.sampler = make_sampler(settings.sampler) or study.sampler
     objective = make_objective(settings, space_of(settings), evaluate)
-    with tqdm(total=n_trials, disable=not progress, unit="trial", leave=False) as bar:
-        study.optimize(
-            objective,
-            n_trials=n_trials,
-            callbacks=[lambda _s, _t: bar.update(1)],
-            catch=(),
-        )
+    done = 0
+
+    def count(_study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        nonlocal done
+        if trial.state == TrialState.COMPLETE:
+            done += 1
+            bar.update(1)
+
+    with tqdm(total=total, disable=not progress, unit="trial", leave=False) as bar:
+        try:
+            run_issued(study, objective, [count])
+        finally:
+            record(study, getattr(evaluate, "cache", {}))
+    return done
 
 
-def _worker_main(
-    storage_url: str, study_name: str, sampler_name: str, n_trials: int, make_evaluator: Callable
-) -> None:
-    storage = open_storage(storage_url)
-    study = optuna.load_study(study_name=study_name, storage=storage)
-    settings = load_settings(study)
-    study.sampler = make_sampler(sampler_name, space_of(settings)) or study.sampler
-    run_trials(study, make_evaluator(settings), n_trials, progress=False)
+def _worker_main(storage_url: str, study_name: str, make_evaluator: Callable) -> None:
+    study = optuna.load_study(study_name=study_name, storage=open_storage(storage_url))
+    run_trials(study, make_evaluator(load_settings(study)), 0, progress=False)
 
 
 def run_parallel(
     storage_url: str,
     study: optuna.Study,
-    sampler_name: str,
-    n_trials: int,
+    total: int,
     jobs: int,
     make_evaluator: Callable[[StudySettings], Evaluator],
     progress: bool,
 ) -> None:
-    """Split `n_trials` over `jobs` processes sharing the storage; the bar follows the storage."""
-    shares = [n_trials // jobs + (i < n_trials % jobs) for i in range(jobs)]
+    """Run the issued trials in `jobs` processes sharing the storage; the bar follows it."""
     ctx = multiprocessing.get_context("spawn")
-    start = finished(study)
+    start = len(completed_trials(study))
     procs = [
-        ctx.Process(
-            target=_worker_main,
-            args=(storage_url, study.study_name, sampler_name, share, make_evaluator),
-        )
-        for share in shares
-        if share
+        ctx.Process(target=_worker_main, args=(storage_url, study.study_name, make_evaluator))
+        for _ in range(jobs)
     ]
     for proc in procs:
         proc.start()
-    with tqdm(total=n_trials, disable=not progress, unit="trial", leave=False) as bar:
+    with tqdm(total=total, disable=not progress, unit="trial", leave=False) as bar:
         while any(p.is_alive() for p in procs):
             time.sleep(0.5)
-            bar.update(min(n_trials, finished(study) - start) - bar.n)
+            bar.update(min(total, len(completed_trials(study)) - start) - bar.n)
     failed = [p.exitcode for p in procs if p.exitcode != 0]
     if failed:
         raise RuntimeError(f"{len(failed)} worker process(es) failed (exit codes {failed})")

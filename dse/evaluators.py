@@ -3,11 +3,15 @@ rebuild it from the stored settings alone."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 from pathlib import Path
 
+from dse.cache_stats import CacheCounter
 from dse.errors import BadInput
-from dse.graph_evaluator import GraphEvaluator, graph_evaluator
+from dse.graph_evaluator import graph_evaluator
 from dse.objective import Evaluator
+from dse.space import DesignPoint
 from dse.study import StudySettings, file_sha256
 
 
@@ -27,37 +31,84 @@ def source_file(settings: StudySettings) -> Path:
     return path
 
 
-def model_evaluator(settings: StudySettings, path: Path) -> GraphEvaluator:
-    """The model through the flow (import, partition, legalize) into a cascader graph with
-    the study's regions; the cascade region is resized per point."""
-    from cascader.ethosu.memory import system_memory
-    from cascader.flow.cascader_graph import (
-        build_cascader_graph,
-        graph_document,
-        model_npu_functions,
-    )
-    from cascader.flow.frontend import load_tflite
-    from cascader.flow.legalize import LegalizeError
+class ModelEvaluator:
+    """Scores points on a .tflite model with the flow's estimate: the cascader's schedule of
+    the point, costed by Vela's performance model. The flow keeps the model's front half
+    (import, partition, legalize, graph) per process; scored points are memoized here."""
 
-    memory = system_memory(
-        settings.accelerator,
-        settings.system_config,
-        settings.memory_mode,
-        settings.sram_max,
-        settings.vela_config,
-    )
-    try:
-        functions = model_npu_functions(load_tflite(path))
-    except LegalizeError as error:
-        raise BadInput(f"{path}: {error}") from None
-    graph = build_cascader_graph(functions, settings.accelerator)
-    if not graph.parts:
-        raise BadInput(f"{path}: no operator runs on the NPU, so there is nothing to explore")
-    return GraphEvaluator(graph_document(graph, memory), str(path), memory.core_clock_hz)
+    def __init__(self, settings: StudySettings, path: Path) -> None:
+        from cascader.ethosu.memory import system_memory
+        from cascader.flow.frontend import load_tflite
+        from cascader.flow.legalize import LegalizeError
+        from cascader.flow.pipeline import front_half
+
+        self.settings = settings
+        self.path = path
+        # Names and the model are checked here, before a study is created or touched.
+        system_memory(
+            settings.accelerator,
+            settings.system_config,
+            settings.memory_mode,
+            settings.sram_max,
+            settings.vela_config,
+        )
+        try:
+            front = front_half(load_tflite(path), settings.accelerator)
+        except LegalizeError as error:
+            raise BadInput(f"{path}: {error}") from None
+        if not front.network.graph.parts:
+            raise BadInput(f"{path}: no operator runs on the NPU, so there is nothing to explore")
+        self._scored: dict[DesignPoint, dict] = {}
+        self.cache = {"front_half": CacheCounter(), "results": CacheCounter()}
+
+    def __call__(self, point: DesignPoint) -> dict:
+        front = self.cache["front_half"]
+        front.count(front.hits + front.misses > 0)
+        found = self._scored.get(point)
+        self.cache["results"].count(found is not None)
+        if found is None:
+            found = self._estimate(point)
+            self._scored[point] = found
+        return found
+
+    def _estimate(self, point: DesignPoint) -> dict:
+        """The point's estimate object; a point the flow cannot schedule (no proposal fits,
+        or one the lowering cannot express) is an infeasible point with its reason."""
+        from cascader.core.options import CascaderOptions
+        from cascader.flow.pipeline import estimate
+        from cascader.flow.schedule import ScheduleError
+
+        s = self.settings
+        options = CascaderOptions(**point.cascader_options())
+        try:
+            # Vela's allocator prints warnings on stdout; keep stdout for `--json` output.
+            with contextlib.redirect_stdout(io.StringIO()):
+                result = estimate(
+                    str(self.path),
+                    s.accelerator,
+                    s.system_config,
+                    s.memory_mode,
+                    point.sram_pool_bytes,
+                    options,
+                    s.vela_config,
+                )
+        except ScheduleError as error:
+            return {
+                "source": str(self.path),
+                "scored_by": "vela",
+                "sram_pool_bytes": point.sram_pool_bytes,
+                "cascader": {"enabled": True, "options": options.to_json()},
+                "fits": False,
+                "unscheduled": str(error),
+                "sram_used_bytes": None,
+                "total_cycles": None,
+                "bytes": {},
+            }
+        return {**result.to_json(), "source": str(self.path), "scored_by": "vela"}
 
 
 def make_evaluator(settings: StudySettings) -> Evaluator:
     path = source_file(settings)
     if settings.source_kind == "graph":
         return graph_evaluator(path)
-    return model_evaluator(settings, path)
+    return ModelEvaluator(settings, path)

@@ -49,7 +49,7 @@ def format_front(rows: list[dict]) -> str:
         )
         lines.append(
             f"{row['trial']:>5}  {format_size(row['sram_used_bytes']):>11}  "
-            f"{format_size(cfg['sram_pool_bytes']):>11}  {row['total_cycles']:>12,}  "
+            f"{format_size(cfg['sram_pool_bytes']):>11}  {round(row['total_cycles']):>12,}  "
             f"{(f'{time_ms * 1e3:.3f}' if time_ms is not None else '-'):>9}  {striping:>8}  "
             f"{options}"
         )

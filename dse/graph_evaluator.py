@@ -13,6 +13,7 @@ from pathlib import Path
 from cascader.core.cascade import CascadeResult, cascade
 from cascader.core.graph_json import GraphDocument, load_graph
 from cascader.core.options import CascaderOptions
+from dse.cache_stats import CacheCounter
 from dse.errors import BadInput
 from dse.space import DesignPoint
 
@@ -32,6 +33,8 @@ class GraphEvaluator:
             )
         self.base_options = self.document.options or CascaderOptions()
         self._run = lru_cache(maxsize=256)(self._cascade)
+        # The graph (the front half) is built once, before the first trial: a miss, then hits.
+        self.cache = {"front_half": CacheCounter(), "results": CacheCounter()}
 
     def options_for(self, point: DesignPoint) -> CascaderOptions:
         return dataclasses.replace(self.base_options, **point.cascader_options())
@@ -44,7 +47,11 @@ class GraphEvaluator:
 
     def __call__(self, point: DesignPoint) -> dict:
         options = self.options_for(point)
+        before = self._run.cache_info().hits
         result = self._run(options, point.sram_pool_bytes)
+        self.cache["results"].count(self._run.cache_info().hits > before)
+        front = self.cache["front_half"]
+        front.count(front.hits + front.misses > 0)
         chosen = result.chosen
         return {
             "source": self.source,

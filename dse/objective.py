@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 
@@ -9,6 +10,7 @@ import optuna
 
 from dse.space import DesignPoint, SearchSpace
 from dse.study import StudySettings
+from dse.tickets import worker_id
 
 # An evaluator scores one point: it returns the estimate object of DESIGN.md ("fits",
 # "sram_used_bytes", "total_cycles", "bytes", ...).
@@ -28,7 +30,19 @@ def tool_versions() -> dict[str, str]:
     return found
 
 
+def overflow_kib(metrics: dict, pool: int) -> float:
+    """Optuna's constraint value: 0 when the point fits, else KiB over the pool. A point the
+    flow could not schedule at all (no SRAM figure) counts as needing twice the pool."""
+    if metrics["fits"]:
+        return 0.0
+    used = metrics["sram_used_bytes"]
+    return max(used - pool, 1) / 1024.0 if used is not None else pool / 1024.0
+
+
 def objective_values(metrics: dict, objectives: tuple[str, ...]) -> list[float]:
+    """The objectives of a point; infinite for a point without a schedule to score."""
+    if metrics["total_cycles"] is None:
+        return [math.inf] * len(objectives)
     pick = {
         "cycles": lambda m: float(m["total_cycles"]),
         "sram": lambda m: float(m["sram_used_bytes"]),
@@ -43,12 +57,13 @@ def make_objective(
     """A point that does not fit its pool is still a completed trial, with a positive
     constraint value (how far over the pool it is): samplers learn from it, fronts skip it."""
     versions = tool_versions()
+    worker = worker_id()
 
     def objective(trial: optuna.Trial) -> list[float]:
+        trial.set_user_attr("worker", worker)
         point = space.suggest(trial)
         metrics = evaluate(point)
-        over = metrics["sram_used_bytes"] - point.sram_pool_bytes
-        trial.set_constraint(FEASIBILITY, 0.0 if metrics["fits"] else max(over, 1) / 1024.0)
+        trial.set_constraint(FEASIBILITY, overflow_kib(metrics, point.sram_pool_bytes))
         trial.set_user_attr("config", point.to_json())
         trial.set_user_attr("metrics", metrics)
         trial.set_user_attr("model_sha256", settings.source_sha256)

@@ -100,6 +100,22 @@ class SearchSpace:
         }
         return sorted(s for s in sizes if self.low <= s <= self.high)
 
+    def seed_points(self, count: int) -> list[dict]:
+        """Up to `count` fully fixed trials spread over the pool ladder at the cascader's
+        default options: a spine across the whole SRAM range before the sampler takes over
+        (random start-up trials cluster by chance)."""
+        ladder = self.sram_ladder()
+        if count <= 0:
+            return []
+        if count == 1:
+            picks = [ladder[-1]]
+        else:
+            picks = sorted(
+                {ladder[round(i * (len(ladder) - 1) / (count - 1))] for i in range(count)}
+            )
+        defaults = DesignPoint(SRAM_ALIGN).cascader_options()
+        return [{"sram_units": size // SRAM_ALIGN, **defaults} for size in picks]
+
     def grid(self) -> dict[str, list]:
         """A small exhaustive grid for GridSampler: the pool ladder x striping switches; the
         other options stay at their defaults (one value each)."""

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.trial import FrozenTrial
 
 from dse.errors import BadInput
 
 SETTINGS_ATTR = "dse.settings"
+# A worker beats every HEARTBEAT_SECONDS; a running trial silent for GRACE_SECONDS is failed and
+# re-queued (at most MAX_RETRIES times). DSE_HEARTBEAT_SECONDS / DSE_GRACE_SECONDS override them.
 HEARTBEAT_SECONDS = 10
 GRACE_SECONDS = 30
 MAX_RETRIES = 2
+SQLITE_LOCK_SECONDS = 120
 OBJECTIVE_NAMES = ("cycles", "sram", "offchip")
 
 
@@ -65,22 +70,60 @@ def default_storage(out_dir: Path) -> str:
     return f"sqlite:///{(out_dir / 'study.db').resolve()}"
 
 
+def heartbeat_seconds() -> tuple[int, int]:
+    """(heartbeat interval, grace period) in seconds, from the environment when set there."""
+    values = []
+    for name, default in (
+        ("DSE_HEARTBEAT_SECONDS", HEARTBEAT_SECONDS),
+        ("DSE_GRACE_SECONDS", GRACE_SECONDS),
+    ):
+        text = os.environ.get(name, "")
+        if text and not (text.isdigit() and int(text) > 0):
+            raise BadInput(f"{name}={text!r} must be a positive whole number of seconds")
+        values.append(int(text) if text else default)
+    return values[0], values[1]
+
+
+class NoTicketLeft(Exception):
+    """Every issued trial is taken; a worker stops instead of inventing one more."""
+
+
+class TicketStorage(RDBStorage):
+    """An RDB storage that runs only trials issued beforehand (enqueued WAITING trials).
+
+    `Study.ask` creates a fresh trial when the queue looks empty, so workers racing for the last
+    issued trial would overshoot the requested count. Refusing template-less creation makes a
+    study end with exactly the trials that were asked for. Optuna's storage cache calls
+    `_create_new_trial` directly, hence the override of that method (Optuna is pinned)."""
+
+    def _create_new_trial(
+        self, study_id: int, template_trial: FrozenTrial | None = None
+    ) -> FrozenTrial:
+        if template_trial is None:
+            raise NoTicketLeft("no issued trial is waiting")
+        return super()._create_new_trial(study_id, template_trial)
+
+
 def open_storage(url: str, heartbeat: bool = True) -> RDBStorage:
     """An RDB storage with heartbeats, so trials of a killed worker are failed and retried."""
     kwargs = {}
+    interval, grace = heartbeat_seconds()
     try:
         with warnings.catch_warnings():
             # Heartbeats are marked experimental in Optuna 5; they are the documented way.
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             if heartbeat:
                 kwargs = {
-                    "heartbeat_interval": HEARTBEAT_SECONDS,
-                    "grace_period": GRACE_SECONDS,
+                    "heartbeat_interval": interval,
+                    "grace_period": grace,
                     "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(
                         max_retry=MAX_RETRIES
                     ),
                 }
-            return RDBStorage(url, **kwargs)
+            if url.startswith("sqlite"):
+                # Worker processes share the file: wait for its lock rather than fail at 5 s.
+                kwargs["engine_kwargs"] = {"connect_args": {"timeout": SQLITE_LOCK_SECONDS}}
+            return TicketStorage(url, **kwargs)
     except Exception as err:  # SQLAlchemy raises many types for a bad URL or server
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise BadInput(

@@ -6,8 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
+from dse.cache_stats import describe, study_cache_stats
 from dse.defaults import system_defaults
-from dse.driver import make_sampler, run_parallel, run_trials
+from dse.driver import issue_trials, make_sampler, run_parallel, run_trials
 from dse.errors import BadInput
 from dse.evaluators import make_evaluator
 from dse.front import format_front, front_rows, pareto_front
@@ -20,6 +21,8 @@ from dse.study import (
     open_storage,
     parse_objectives,
 )
+from dse.tickets import completed_trials
+from dse.vela_points import baseline_budgets, format_vela, run_baseline, vela_points
 
 
 def settings_from_args(args: argparse.Namespace) -> StudySettings:
@@ -49,37 +52,35 @@ def run(args: argparse.Namespace) -> int:
     if bool(args.model) == bool(args.graph):
         raise BadInput("give exactly one of --model M.tflite or --graph G.json")
     settings = settings_from_args(args)
-    space = SearchSpace(settings.sram_min, settings.sram_max)
+    SearchSpace(settings.sram_min, settings.sram_max)  # refuses an empty range up front
     evaluate = make_evaluator(settings)  # validates the model/graph before the study is touched
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     storage_url = args.storage or default_storage(out)
     storage = open_storage(storage_url)
     name = args.study or f"{Path(settings.source_path).stem}-{settings.accelerator}"
-    study = create_or_continue(storage, name, settings, make_sampler(args.sampler, space))
+    study = create_or_continue(storage, name, settings, make_sampler(args.sampler))
+    issued = issue_trials(study, args.trials, by="sweep")
     if args.jobs == 1:
-        run_trials(study, evaluate, args.trials, progress=not args.json)
+        run_trials(study, evaluate, issued, progress=not args.json)
     else:
-        run_parallel(
-            storage_url,
-            study,
-            args.sampler,
-            args.trials,
-            args.jobs,
-            make_evaluator,
-            progress=not args.json,
-        )
+        run_parallel(storage_url, study, issued, args.jobs, make_evaluator, progress=not args.json)
+    if args.baseline == "vela":
+        run_baseline(study, settings, baseline_budgets(study, settings))
     rows = front_rows(pareto_front(study))
-    n_trials = len(study.trials)
+    n_trials = len(completed_trials(study))
+    cache = study_cache_stats(study)
     if args.json:
-        print(
-            json.dumps(
-                {"study": name, "storage": storage_url, "trials": n_trials, "front": rows}, indent=2
-            )
-        )
+        result = {"study": name, "storage": storage_url, "trials": n_trials, "front": rows}
+        result |= {"cache": cache, "vela": vela_points(study)}
+        print(json.dumps(result, indent=2))
         return 0
     print(f"Pareto front of {name} ({n_trials} trials, {len(rows)} on the front):")
     print(format_front(rows) if rows else "(no feasible point yet: raise --sram-max)")
+    if describe(cache):
+        print(f"cache: {describe(cache)}")
+    if args.baseline == "vela":
+        print(format_vela(vela_points(study)))
     print(f"study: {name} in {storage_url}")
     print(f"report: dse report --storage {storage_url} --study {name}")
     return 0

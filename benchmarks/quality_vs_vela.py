@@ -1,0 +1,159 @@
+"""Our front against Vela 5.2's own points at the same budgets (../shared/baselines).
+
+Run: python benchmarks/quality_vs_vela.py [--trials 60] [--models kws_dscnn,...] [-o FILE]
+
+For every model in ../shared/models and each of ethos-u55-256 Shared_Sram and ethos-u65-256
+Dedicated_Sram, a `dse sweep` (16 KiB..4 MiB pools, the default sampler) gives a front of
+(SRAM used, cycles) scored with Vela's performance model. A Vela point of the same
+configuration (vela_5.2.0.csv, both cores) counts as matched when some front point uses no
+more SRAM and no more cycles. The Markdown table goes to stdout and, with -o, to a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import io
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from cascader.testing.shared import shared_dir
+from dse.cli import main as dse_main
+from dse.sizes import format_size
+
+CONFIGS = (
+    ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram"),
+    ("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram"),
+)
+FLOOR_MODEL = "mobilenet_v2_100_224"
+
+
+def vela_rows(csv_path: Path, model: str, config: tuple[str, str, str]) -> list[dict]:
+    """Vela's successful runs of `model` in `config`: core, optimise, arena, SRAM, cycles."""
+    accelerator, system_config, memory_mode = config
+    rows = []
+    with csv_path.open(newline="") as f:
+        for r in csv.DictReader(f):
+            if (r["model"], r["accelerator"], r["system_config"], r["memory_mode"]) != (
+                model,
+                accelerator,
+                system_config,
+                memory_mode,
+            ) or r["status"] != "ok":
+                continue
+            rows.append(
+                {
+                    "core": r["core"],
+                    "optimise": r["optimise"],
+                    "arena": r["arena_cache_size_bytes"],
+                    "sram": round(float(r["sram_used_kib"]) * 1024),
+                    "cycles": float(r["cycles_total"]),
+                }
+            )
+    return rows
+
+
+def sweep_front(model: Path, config: tuple[str, str, str], trials: int) -> tuple[list, float]:
+    """The front of a fresh sweep as (SRAM used, cycles) pairs, and the sweep's seconds."""
+    accelerator, system_config, memory_mode = config
+    with tempfile.TemporaryDirectory(prefix="dse-quality-") as out:
+        argv = ["sweep", "--model", str(model), "--accelerator-config", accelerator]
+        argv += ["--system-config", system_config, "--memory-mode", memory_mode]
+        argv += ["--sram-min", "16KiB", "--sram-max", "4MiB", "--trials", str(trials)]
+        argv += ["--out", out, "--json"]
+        buf = io.StringIO()
+        start = time.perf_counter()
+        with contextlib.redirect_stdout(buf):
+            code = dse_main(argv)
+        seconds = time.perf_counter() - start
+    if code != 0:
+        raise SystemExit(f"dse sweep failed on {model.name} {config} (exit {code})")
+    front = json.loads(buf.getvalue())["front"]
+    return [(p["sram_used_bytes"], p["total_cycles"]) for p in front], seconds
+
+
+def matched(front: list[tuple[int, float]], row: dict) -> bool:
+    return any(s <= row["sram"] and c <= row["cycles"] for s, c in front)
+
+
+def table(results: list[dict]) -> str:
+    lines = [
+        "| model | accelerator, memory mode | front | Vela regor matched | Vela legacy matched "
+        "| our smallest SRAM (cycles) | Vela smallest SRAM (cycles) | sweep s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        share = {}
+        for core in ("regor", "legacy-python"):
+            rows = [v for v in r["vela"] if v["core"] == core]
+            hits = sum(matched(r["front"], v) for v in rows)
+            share[core] = f"{hits}/{len(rows)}" if rows else "-"
+        ours = min(r["front"], default=None)
+        theirs = min(((v["sram"], v["cycles"]) for v in r["vela"]), default=None)
+        lines.append(
+            f"| {r['model']} | {r['config'][0]}, {r['config'][2]} | {len(r['front'])} | "
+            f"{share['regor']} | {share['legacy-python']} | "
+            f"{_point(ours)} | {_point(theirs)} | {r['seconds']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def _point(p: tuple[int, float] | None) -> str:
+    return f"{format_size(p[0])} ({p[1] / 1e6:.2f} M)" if p else "none fits"
+
+
+def floor_note(results: list[dict]) -> str:
+    """MobileNetV2 on U55 Shared_Sram: our floor beside Vela's `--optimise Size` point."""
+    for r in results:
+        if r["model"] == FLOOR_MODEL and r["config"] == CONFIGS[0]:
+            size = [v for v in r["vela"] if v["core"] == "regor" and v["optimise"] == "Size"]
+            ours = min(r["front"], default=None)
+            vela = min(((v["sram"], v["cycles"]) for v in size), default=None)
+            return (
+                f"{FLOOR_MODEL}, ethos-u55-256 Shared_Sram: our smallest SRAM that fits is "
+                f"{_point(ours)}; Vela's --optimise Size point is {_point(vela)}."
+            )
+    return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=60)
+    parser.add_argument("--models", default=None, help="comma-separated model stems")
+    parser.add_argument("-o", "--output", default=None, help="also write the Markdown here")
+    args = parser.parse_args(argv)
+    shared = shared_dir()
+    if shared is None:
+        print("../shared not found", file=sys.stderr)
+        return 2
+    models = sorted((shared / "models").glob("*.tflite"))
+    if args.models:
+        wanted = set(args.models.split(","))
+        models = [m for m in models if m.stem in wanted]
+    results = []
+    for model in models:
+        for config in CONFIGS:
+            front, seconds = sweep_front(model, config, args.trials)
+            vela = vela_rows(shared / "baselines" / "vela_5.2.0.csv", model.stem, config)
+            results.append(
+                {"model": model.stem, "config": config, "front": front, "vela": vela,
+                 "seconds": seconds}
+            )  # fmt: skip
+            print(f"{model.stem} {config[0]}: {len(front)} front points", file=sys.stderr)
+    text = (
+        f"Our front ({args.trials} trials per sweep, Vela-model estimate) against Vela 5.2's "
+        "points of the same configuration: a Vela point is matched when a front point uses no "
+        "more SRAM and no more cycles.\n\n" + table(results) + "\n\n" + floor_note(results) + "\n"
+    )
+    print(text)
+    if args.output:
+        Path(args.output).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,23 @@
+"""`dse worker`: join a study (typically on a shared PostgreSQL server) and run its trials."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from dse.driver import issue_trials, run_trials
+from dse.evaluators import make_evaluator
+from dse.study import load_settings, load_study, open_storage
+from dse.tickets import completed_trials, requested_trials, worker_id
+
+
+def run(args: argparse.Namespace) -> int:
+    study = load_study(open_storage(args.storage), args.study)
+    evaluate = make_evaluator(load_settings(study))  # checks the model before touching the study
+    issued = issue_trials(study, args.trials, by="worker") if args.trials else 0
+    done = run_trials(study, evaluate, issued, progress=sys.stderr.isatty())
+    print(
+        f"worker {worker_id()}: ran {done} trial(s); study {args.study}: "
+        f"{len(completed_trials(study))} of {requested_trials(study)} requested trials complete"
+    )
+    return 0

@@ -1,0 +1,229 @@
+"""Exported design points: pick a trial, turn it into the versioned config JSON (with TVM and
+Vela snippets), write it atomically, and load it back with validation."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+from sqlalchemy.engine import make_url
+
+from dse.config_schema import CONFIG_FORMAT, CONFIG_SCHEMA, CONFIG_VERSION, schema_errors
+from dse.errors import BadInput, NothingFits
+from dse.sizes import format_size
+from dse.space import DesignPoint
+from dse.study import StudySettings, file_sha256, load_settings
+
+
+def feasible_trials(study: optuna.Study) -> list[FrozenTrial]:
+    return [
+        t
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if t.user_attrs.get("metrics", {}).get("fits")
+    ]
+
+
+def _metrics(trial: FrozenTrial) -> tuple[int, int]:
+    m = trial.user_attrs["metrics"]
+    return int(m["sram_used_bytes"]), round(m["total_cycles"])
+
+
+def _pool(trial: FrozenTrial) -> int:
+    return int(trial.user_attrs["config"]["sram_pool_bytes"])
+
+
+def select_trial(
+    study: optuna.Study,
+    trial: int | None = None,
+    max_sram: int | None = None,
+    max_cycles: int | None = None,
+) -> FrozenTrial:
+    """The trial to export: by number, the fastest within `max_sram` bytes of SRAM used, or
+    the one using least SRAM within `max_cycles`; among equal points, the smallest pool."""
+    feasible = feasible_trials(study)
+    if trial is not None:
+        found = [t for t in study.get_trials(deepcopy=False) if t.number == trial]
+        if not found:
+            last = len(study.trials) - 1
+            raise BadInput(f"study {study.study_name!r} has no trial {trial} (trials 0..{last})")
+        if found[0] not in feasible:
+            raise BadInput(
+                f"trial {trial} is {found[0].state.name.lower()} and not a point that fits; "
+                "pick a trial from the front (`dse sweep` or `dse report` lists them)"
+            )
+        return found[0]
+    if not feasible:
+        raise NothingFits(f"study {study.study_name!r} has no feasible trial yet")
+    if max_sram is not None:
+        within = [t for t in feasible if _metrics(t)[0] <= max_sram]
+        if not within:
+            least = min(_metrics(t)[0] for t in feasible)
+            raise NothingFits(
+                f"no trial fits in {format_size(max_sram)} of SRAM; the smallest uses "
+                f"{format_size(least)}"
+            )
+        return min(within, key=lambda t: (_metrics(t)[1], _metrics(t)[0], _pool(t), t.number))
+    assert max_cycles is not None
+    within = [t for t in feasible if _metrics(t)[1] <= max_cycles]
+    if not within:
+        fastest = min(_metrics(t)[1] for t in feasible)
+        raise NothingFits(f"no trial meets {max_cycles:,} cycles; the fastest takes {fastest:,}")
+    return min(within, key=lambda t: (_metrics(t)[0], _metrics(t)[1], _pool(t), t.number))
+
+
+def shown_url(url: str) -> str:
+    """A storage URL safe to write into files: any password masked."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _tvm_snippet(settings: StudySettings, point: DesignPoint) -> dict:
+    """The settings for TVM's Ethos-U flow: its compiler options, the one workspace pool the
+    cascader needs, and the cascader options our flow applies within it."""
+    return {
+        "target": f"ethos-u -accelerator_config={settings.accelerator}, c",
+        "pass_config": {
+            "relay.ext.ethos-u.options": {
+                "accelerator_config": settings.accelerator,
+                "enable_cascader": True,
+                "enable_striping": point.enable_striping,
+            },
+            "tir.usmp.enable": True,
+            "tir.disable_storage_rewrite": True,
+        },
+        "workspace_memory_pools": [
+            {
+                "pool_name": "SRAM",
+                "targets": ["ethos-u", "c"],
+                "size_hint_bytes": point.sram_pool_bytes,
+            }
+        ],
+        "cascader_options": point.cascader_options(),
+    }
+
+
+def _vela_ini_snippet(settings: StudySettings, point: DesignPoint) -> str:
+    section = f"{settings.memory_mode}_dse"
+    return (
+        f"; cascader-dse: {settings.memory_mode} with the explored arena cache size.\n"
+        f"; Use with --config <your vela.ini> --config <this file> --memory-mode {section}\n"
+        f"[Memory_Mode.{section}]\n"
+        f"inherit=Memory_Mode.{settings.memory_mode}\n"
+        f"arena_cache_size={point.sram_pool_bytes}\n"
+    )
+
+
+def _vela_flags(settings: StudySettings, point: DesignPoint) -> list[str]:
+    return [
+        "--accelerator-config",
+        settings.accelerator,
+        "--config",
+        settings.vela_config or "Arm/vela.ini",
+        "--system-config",
+        settings.system_config,
+        "--memory-mode",
+        settings.memory_mode,
+        "--arena-cache-size",
+        str(point.sram_pool_bytes),
+    ]
+
+
+def build_config(study: optuna.Study, trial: FrozenTrial, storage_url: str) -> dict:
+    """The versioned config of one trial; validated before it is returned."""
+    settings = load_settings(study)
+    point = DesignPoint(**trial.user_attrs["config"])
+    metrics = trial.user_attrs["metrics"]
+    config = {
+        "format": CONFIG_FORMAT,
+        "version": CONFIG_VERSION,
+        "model": {
+            "kind": settings.source_kind,
+            "path": settings.source_path,
+            "sha256": settings.source_sha256,
+        },
+        "accelerator": settings.accelerator,
+        "system_config": settings.system_config,
+        "memory_mode": settings.memory_mode,
+        "vela_config": settings.vela_config,
+        "sram_pool_bytes": point.sram_pool_bytes,
+        "cascader": {"enabled": True, "options": point.cascader_options()},
+        "predicted": {
+            "total_cycles": round(metrics["total_cycles"]),
+            "sram_used_bytes": int(metrics["sram_used_bytes"]),
+            "inference_time_s": metrics.get("inference_time_s"),
+            "scored_by": metrics.get("scored_by", "vela"),
+        },
+        "study": {
+            "name": study.study_name,
+            "trial": trial.number,
+            "storage": shown_url(storage_url),
+        },
+        "snippets": {
+            "tvm": _tvm_snippet(settings, point),
+            "vela_ini": _vela_ini_snippet(settings, point),
+            "vela_flags": _vela_flags(settings, point),
+        },
+    }
+    errors = schema_errors(config, CONFIG_SCHEMA)
+    if errors:
+        raise BadInput(f"trial {trial.number} cannot be exported: {errors[0]}")
+    return config
+
+
+def write_config(config: dict, path: Path) -> None:
+    """Write through a temporary file and rename, so a failure leaves any old file intact."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(config, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_config(path: str | Path, model_path: str | Path | None = None) -> dict:
+    """A config written by `dse export`, checked against the schema and, when `model_path` is
+    given, against that model's sha256. Problems raise BadInput with a one-line message."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise BadInput(f"config {path} not found; write one with `dse export`") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise BadInput(f"config {path} cannot be read ({err})") from None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise BadInput(
+            f"config {path} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})"
+        ) from None
+    version = config.get("version") if isinstance(config, dict) else None
+    if (
+        isinstance(config, dict)
+        and config.get("format") == CONFIG_FORMAT
+        and version != CONFIG_VERSION
+    ):
+        raise BadInput(
+            f"config {path} has version {version!r}; this dse reads version {CONFIG_VERSION}: "
+            "export it again"
+        )
+    errors = schema_errors(config, CONFIG_SCHEMA)
+    if errors:
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise BadInput(f"config {path} is not a valid dse config: {errors[0]}{more}")
+    if model_path is not None:
+        model = Path(model_path)
+        if not model.is_file():
+            raise BadInput(f"model file {model} not found; check the path")
+        if file_sha256(model) != config["model"]["sha256"]:
+            raise BadInput(
+                f"config {path} was made for {config['model']['path']} (sha256 "
+                f"{config['model']['sha256'][:12]}...), not for {model}; export one for this model"
+            )
+    return config

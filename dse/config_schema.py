@@ -1,0 +1,152 @@
+"""The JSON Schema of an exported design-point config, and a validator for the part of JSON
+Schema it uses (type, const, enum, minimum, minLength, pattern, required, properties,
+additionalProperties, items), so loading needs no extra package."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+CONFIG_FORMAT = "cascader-dse-config"
+CONFIG_VERSION = 1
+
+_COUNT = {"type": "integer", "minimum": 0}
+_NAME = {"type": "string", "minLength": 1}
+_OPTIONS = {
+    "type": "object",
+    "required": [
+        "enable_striping",
+        "enable_multi_dimensional_striping",
+        "stripe_factors",
+        "max_plan_size",
+        "max_proposals",
+        "always_copy_size",
+    ],
+    "additionalProperties": False,
+    "properties": {
+        "enable_striping": {"type": "boolean"},
+        "enable_multi_dimensional_striping": {"type": "boolean"},
+        "stripe_factors": {"type": "integer", "minimum": 1},
+        "max_plan_size": {"type": "integer", "minimum": 1},
+        "max_proposals": {"type": "integer", "minimum": 1},
+        "always_copy_size": _COUNT,
+    },
+}
+
+CONFIG_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "cascader-dse design-point config",
+    "type": "object",
+    "required": [
+        "format",
+        "version",
+        "model",
+        "accelerator",
+        "system_config",
+        "memory_mode",
+        "sram_pool_bytes",
+        "cascader",
+        "predicted",
+        "snippets",
+    ],
+    "additionalProperties": False,
+    "properties": {
+        "format": {"const": CONFIG_FORMAT},
+        "version": {"const": CONFIG_VERSION},
+        "model": {
+            "type": "object",
+            "required": ["kind", "path", "sha256"],
+            "additionalProperties": False,
+            "properties": {
+                "kind": {"enum": ["model", "graph"]},
+                "path": _NAME,
+                "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+            },
+        },
+        "accelerator": _NAME,
+        "system_config": _NAME,
+        "memory_mode": _NAME,
+        "vela_config": {"type": ["string", "null"]},
+        "sram_pool_bytes": {"type": "integer", "minimum": 16},
+        "cascader": {
+            "type": "object",
+            "required": ["enabled", "options"],
+            "additionalProperties": False,
+            "properties": {"enabled": {"type": "boolean"}, "options": _OPTIONS},
+        },
+        "predicted": {
+            "type": "object",
+            "required": ["total_cycles", "sram_used_bytes", "inference_time_s", "scored_by"],
+            "additionalProperties": False,
+            "properties": {
+                "total_cycles": _COUNT,
+                "sram_used_bytes": _COUNT,
+                "inference_time_s": {"type": ["number", "null"], "minimum": 0},
+                "scored_by": _NAME,
+            },
+        },
+        "study": {
+            "type": "object",
+            "required": ["name", "trial"],
+            "properties": {"name": _NAME, "trial": _COUNT, "storage": {"type": "string"}},
+        },
+        "snippets": {
+            "type": "object",
+            "required": ["tvm", "vela_ini", "vela_flags"],
+            "additionalProperties": False,
+            "properties": {
+                "tvm": {"type": "object"},
+                "vela_ini": {"type": "string"},
+                "vela_flags": {"type": "array", "items": {"type": "string"}},
+            },
+        },
+    },
+}
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "null": (type(None),),
+}
+
+
+def _is_type(value: Any, name: str) -> bool:
+    if isinstance(value, bool) and name in ("integer", "number"):
+        return False  # JSON booleans are not numbers
+    return isinstance(value, _TYPES[name])
+
+
+def schema_errors(value: Any, schema: dict[str, Any], path: str = "$") -> list[str]:
+    """Every place `value` breaks `schema`, as 'path: problem' lines (empty when valid)."""
+    if "const" in schema and value != schema["const"]:
+        return [f"{path}: must be {schema['const']!r}, got {value!r}"]
+    if "enum" in schema and value not in schema["enum"]:
+        return [f"{path}: must be one of {schema['enum']}, got {value!r}"]
+    if "type" in schema:
+        names = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        if not any(_is_type(value, n) for n in names):
+            return [f"{path}: must be {' or '.join(names)}, got {type(value).__name__}"]
+    errors: list[str] = []
+    if "minimum" in schema and _is_type(value, "number") and value < schema["minimum"]:
+        errors.append(f"{path}: must be at least {schema['minimum']}, got {value}")
+    if isinstance(value, str):
+        if len(value) < schema.get("minLength", 0):
+            errors.append(f"{path}: must not be empty")
+        if "pattern" in schema and not re.search(schema["pattern"], value):
+            errors.append(f"{path}: {value!r} does not match {schema['pattern']}")
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        errors += [f"{path}: missing {k!r}" for k in schema.get("required", []) if k not in value]
+        for key, item in value.items():
+            if key in props:
+                errors += schema_errors(item, props[key], f"{path}.{key}")
+            elif schema.get("additionalProperties", True) is False:
+                errors.append(f"{path}: unknown key {key!r}")
+    if isinstance(value, list) and "items" in schema:
+        for i, item in enumerate(value):
+            errors += schema_errors(item, schema["items"], f"{path}[{i}]")
+    return errors

@@ -1,0 +1,107 @@
+"""Issued trials: how a study runs exactly the number of trials that were asked for.
+
+`dse sweep --trials N` and `dse worker --trials N` enqueue N WAITING trials (tickets) and record
+the request in a study user attr of its own (distinct keys, so concurrent requests never
+overwrite each other). Workers then take tickets until none is waiting or running anywhere; a
+ticket held by a dead worker goes stale, is failed by Optuna's heartbeat check and re-queued
+with the same parameters, so it is run again rather than lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from itertools import product
+
+import optuna
+from optuna.storages import fail_stale_trials
+from optuna.trial import FrozenTrial, TrialState
+
+from dse.study import NoTicketLeft, heartbeat_seconds
+
+REQUEST_PREFIX = "dse.request."
+_OPEN = (TrialState.WAITING, TrialState.RUNNING)
+
+TrialCallback = Callable[[optuna.Study, FrozenTrial], None]
+
+
+def worker_id() -> str:
+    """Which process on which machine ran a trial."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def requested_trials(study: optuna.Study) -> int:
+    """The study's target: the sum of every `--trials` request made on it."""
+    return sum(
+        value["trials"] for key, value in study.user_attrs.items() if key.startswith(REQUEST_PREFIX)
+    )
+
+
+def completed_trials(study: optuna.Study) -> list[FrozenTrial]:
+    return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+
+
+def _unvisited_grid_points(study: optuna.Study, grid: dict[str, list]) -> list[dict]:
+    """Grid points no completed, running or waiting trial has (a grid is run once)."""
+    names = sorted(grid)
+    taken = {
+        tuple(t.params.get(n) for n in names)
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, *_OPEN))
+    }
+    taken |= {
+        tuple(t.system_attrs.get("fixed_params", {}).get(n) for n in names)
+        for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    }
+    combos = product(*(grid[n] for n in names))
+    points = [dict(zip(names, values, strict=True)) for values in combos]
+    return [p for p in points if tuple(p[n] for n in names) not in taken]
+
+
+def issue(
+    study: optuna.Study,
+    n_trials: int,
+    grid: dict[str, list] | None,
+    by: str,
+    seeds: Sequence[dict] = (),
+) -> int:
+    """Enqueue `n_trials` tickets and record the request. A grid study gets up to that many
+    unvisited grid points; otherwise the `seeds` (fixed points) come first, then empty
+    tickets the sampler fills in. Returns how many were issued."""
+    if grid:
+        points = _unvisited_grid_points(study, grid)[:n_trials]
+    else:
+        points = list(seeds)[:n_trials]
+        points += [{}] * (n_trials - len(points))
+    if points:
+        key = f"{REQUEST_PREFIX}{time.time_ns()}.{worker_id()}"
+        study.set_user_attr(key, {"trials": len(points), "by": by})
+        for params in points:
+            study.enqueue_trial(params)
+    return len(points)
+
+
+def fail_stale(study: optuna.Study) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        fail_stale_trials(study)
+
+
+def run_issued(
+    study: optuna.Study,
+    objective: Callable[[optuna.Trial], list[float]],
+    callbacks: list[TrialCallback],
+) -> None:
+    """Take tickets until none is waiting or running. While another worker's trial is still
+    running, wait: if that worker died, its trial goes stale and comes back as a ticket."""
+    poll = min(1.0, heartbeat_seconds()[0] / 2)
+    while True:
+        with contextlib.suppress(NoTicketLeft):
+            study.optimize(objective, callbacks=callbacks, catch=())
+        if not study.get_trials(deepcopy=False, states=_OPEN):
+            return
+        time.sleep(poll)
+        fail_stale(study)

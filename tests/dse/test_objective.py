@@ -1,0 +1,63 @@
+"""The objective's contract: points that do not fit, or that the flow cannot schedule at all,
+are completed infeasible trials (never crashes), kept off the front and out of the plots."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import optuna
+
+from dse.front import pareto_front
+from dse.objective import FEASIBILITY, make_objective
+from dse.report import write_report
+from dse.space import DesignPoint, SearchSpace
+from dse.study import SETTINGS_ATTR, StudySettings, open_storage
+from dse.tickets import issue, run_issued
+
+SETTINGS = StudySettings(
+    source_kind="model",
+    source_path="m.tflite",
+    source_sha256="0" * 64,
+    accelerator="ethos-u55-256",
+    system_config="Ethos_U55_High_End_Embedded",
+    memory_mode="Shared_Sram",
+    vela_config=None,
+    sram_min=16 * 1024,
+    sram_max=1024 * 1024,
+    objectives=("cycles", "sram"),
+    sampler="default",
+)
+
+
+def _score(point: DesignPoint) -> dict:
+    """A stand-in evaluator with the three outcomes of the flow's estimate: below 64 KiB no
+    schedule exists, up to 128 KiB the schedule needs 128 KiB, above that it fits."""
+    pool = point.sram_pool_bytes
+    if pool < 64 * 1024:
+        return {"fits": False, "unscheduled": "no proposals", "sram_used_bytes": None,
+                "total_cycles": None, "bytes": {}}  # fmt: skip
+    used = 128 * 1024 if pool <= 128 * 1024 else pool // 2
+    return {"fits": used <= pool, "sram_used_bytes": used, "total_cycles": 10**9 // used,
+            "bytes": {}, "ops": []}  # fmt: skip
+
+
+def test_unscheduled_and_oversized_points_are_infeasible_trials(tmp_path: Path) -> None:
+    storage = open_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat=False)
+    study = optuna.create_study(storage=storage, study_name="o", directions=["minimize"] * 2)
+    study.set_user_attr(SETTINGS_ATTR, SETTINGS.to_json())
+    grid = {"sram_units": [2048, 6144, 16384, 32768]}  # 32, 96, 256, 512 KiB
+    grid |= {k: [v] for k, v in DesignPoint(0).cascader_options().items()}
+    assert issue(study, 4, grid, by="test") == 4
+    space = SearchSpace(SETTINGS.sram_min, SETTINGS.sram_max)
+    run_issued(study, make_objective(SETTINGS, space, _score), [])
+
+    by_pool = {t.user_attrs["config"]["sram_pool_bytes"] // 1024: t for t in study.trials}
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
+    unscheduled, oversized = by_pool[32], by_pool[96]
+    assert all(math.isinf(v) for v in unscheduled.values)
+    assert unscheduled.constraints == {FEASIBILITY: 32.0}
+    assert oversized.constraints == {FEASIBILITY: 32.0}  # 128 KiB used in a 96 KiB pool
+    assert {t.number for t in pareto_front(study)} == {by_pool[256].number, by_pool[512].number}
+    files = write_report(study, tmp_path / "report")
+    assert (tmp_path / "report" / "front.png").stat().st_size > 0 and files

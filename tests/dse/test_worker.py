@@ -1,0 +1,143 @@
+"""`dse worker`: exact trial counts across processes and retry of a killed worker's trial.
+
+The PostgreSQL test needs a server: .ci/run starts one and sets DSE_TEST_POSTGRES_URL.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import fields
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from dse.cli import main
+from dse.space import DesignPoint
+from dse.study import NoTicketLeft, open_storage
+from dse.tickets import issue, requested_trials
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
+POSTGRES_URL = os.environ.get("DSE_TEST_POSTGRES_URL")
+# A trial whose point is fully chosen is evaluating it (one parameter per DesignPoint field).
+POINT_PARAMS = len(fields(DesignPoint))
+FAST_HEARTBEAT = {"DSE_HEARTBEAT_SECONDS": "1", "DSE_GRACE_SECONDS": "2"}
+
+
+def _sweep(storage: str, study: str, trials: int, *extra: str) -> None:
+    argv = ["sweep", "--model", str(EXAMPLE), "--storage", storage, "--study", study]
+    argv += ["--trials", str(trials), "--sram-min", "128KiB", "--sram-max", "1MiB", "--json"]
+    assert main([*argv, *extra]) == 0
+
+
+def _worker(storage: str, study: str, trials: int | None) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-m", "dse", "worker", "--storage", storage, "--study", study]
+    if trials is not None:
+        argv += ["--trials", str(trials)]
+    env = {**os.environ, **FAST_HEARTBEAT}
+    return subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _kill_mid_trial(study: optuna.Study, procs: list[subprocess.Popen[str]]) -> int:
+    """SIGKILL a worker while it evaluates a trial (its point chosen); returns the trial's
+    number. The worker is stopped (SIGSTOP) first so the trial cannot finish in between."""
+    by_pid = {p.pid: p for p in procs}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            pid = int(str(trial.user_attrs.get("worker", ":0")).rsplit(":", 1)[1])
+            if pid not in by_pid:
+                continue
+            os.kill(pid, signal.SIGSTOP)
+            (now,) = [t for t in study.get_trials(deepcopy=False) if t.number == trial.number]
+            if now.state == TrialState.RUNNING and len(now.params) == POINT_PARAMS:
+                os.kill(pid, signal.SIGKILL)
+                by_pid[pid].wait()
+                return trial.number
+            os.kill(pid, signal.SIGCONT)
+        time.sleep(0.02)
+    raise AssertionError("no worker was seen running a trial")
+
+
+def test_worker_trials_add_to_the_target(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    _sweep(storage, "s", 2)
+    assert main(["worker", "--storage", storage, "--study", "s", "--trials", "3"]) == 0
+    assert "ran 3 trial(s); study s: 5 of 5 requested trials complete" in capsys.readouterr().out
+    assert main(["worker", "--storage", storage, "--study", "s"]) == 0
+    assert "ran 0 trial(s); study s: 5 of 5 requested" in capsys.readouterr().out
+    study = optuna.load_study(study_name="s", storage=storage)
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 5
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "sqlite",
+        pytest.param(
+            "postgresql",
+            marks=pytest.mark.skipif(
+                POSTGRES_URL is None, reason="DSE_TEST_POSTGRES_URL not set (.ci/run sets it)"
+            ),
+        ),
+    ],
+)
+def test_three_workers_run_exactly_the_requested_trials(backend: str, tmp_path: Path) -> None:
+    storage = POSTGRES_URL if backend == "postgresql" else f"sqlite:///{tmp_path / 'study.db'}"
+    assert storage is not None
+    name = f"workers-{os.getpid()}-{time.time_ns()}"
+    _sweep(storage, name, 1)
+    procs = [_worker(storage, name, 4) for _ in range(3)]
+    study = optuna.load_study(study_name=name, storage=storage)
+    killed = _kill_mid_trial(study, procs)
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode in (0, -signal.SIGKILL), err
+
+    trials = study.get_trials(deepcopy=False)
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert requested_trials(study) == 1 + 3 * 4
+    assert len(complete) == 13
+    assert {t.state for t in trials} == {TrialState.COMPLETE, TrialState.FAIL}
+    (failed,) = [t for t in trials if t.state == TrialState.FAIL]
+    assert failed.number == killed
+    (retry,) = [t for t in complete if t.system_attrs.get("failed_trial") == killed]
+    assert retry.params == failed.params
+    keys = [tuple(sorted(t.params.items())) for t in complete]
+    assert len(set(keys)) == len(keys), "a point was evaluated twice"
+
+
+def test_only_issued_trials_are_run(tmp_path: Path) -> None:
+    storage = open_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat=False)
+    study = optuna.create_study(storage=storage, study_name="t")
+    with pytest.raises(NoTicketLeft):
+        study.ask()
+    assert issue(study, 2, None, by="test") == 2
+    assert requested_trials(study) == 2
+    study.ask()
+    study.ask()
+    with pytest.raises(NoTicketLeft):
+        study.ask()
+    assert [t.state for t in study.trials] == [TrialState.RUNNING] * 2
+
+
+def test_a_new_study_starts_with_seed_points_across_the_pool_range(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    _sweep(storage, "seeded", 8)  # 128 KiB..1 MiB: seeds at both ends of the ladder
+    _sweep(storage, "seeded", 2)  # a continued study gets no more seeds
+    study = optuna.load_study(study_name="seeded", storage=storage)
+    fixed = [t.system_attrs["fixed_params"] for t in study.trials]
+    defaults = DesignPoint(16).cascader_options()
+    assert fixed[:2] == [
+        {"sram_units": 128 * 1024 // 16, **defaults},
+        {"sram_units": 1024 * 1024 // 16, **defaults},
+    ]
+    assert fixed[2:] == [{}] * 8
+    assert [t.params["sram_units"] for t in study.trials[:2]] == [8192, 65536]
