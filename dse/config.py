@@ -3,6 +3,7 @@ Vela snippets), write it atomically, and load it back with validation."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import tempfile
@@ -227,3 +228,26 @@ def load_config(path: str | Path, model_path: str | Path | None = None) -> dict:
                 f"{config['model']['sha256'][:12]}...), not for {model}; export one for this model"
             )
     return config
+
+
+def point_args(args: argparse.Namespace, config: dict) -> argparse.Namespace:
+    """`args` with the point flags replaced by the exported config's, so `dse compile` and
+    `dse verify` rebuild exactly the schedule the config was scored with."""
+    options = config["cascader"]["options"]
+    return argparse.Namespace(
+        **{
+            **vars(args),
+            "accelerator_config": config["accelerator"],
+            "system_config": config["system_config"],
+            "memory_mode": config["memory_mode"],
+            "vela_config": config["vela_config"],
+            "sram": config["sram_pool_bytes"],
+            "no_cascade": not config["cascader"]["enabled"],
+            "no_striping": not options["enable_striping"],
+            "multi_dimensional_striping": options["enable_multi_dimensional_striping"],
+            "stripe_factors": options["stripe_factors"],
+            "max_plan_size": options["max_plan_size"],
+            "max_proposals": options["max_proposals"],
+            "always_copy_size": options["always_copy_size"],
+        }
+    )

@@ -8,13 +8,14 @@ from pathlib import Path
 
 from cascader.flow.pipeline import compile_model
 from dse.commands.estimate import nothing_fits, scored_point
+from dse.config import load_config, point_args
 from dse.errors import BadInput
 from dse.sizes import format_size
 
 
 def run(args: argparse.Namespace) -> int:
     if args.config is not None:
-        raise BadInput("--config needs `dse export`, not implemented yet; give --sram SIZE")
+        args = point_args(args, load_config(args.config, args.model))
     out = Path(args.output)
     if out.exists() and not out.is_dir():
         raise BadInput(f"-o {out}: exists and is not a directory")

@@ -118,10 +118,31 @@ def test_compile_writes_streams_constants_and_manifest(
     assert manifest["estimate"]["fits"]
 
 
-def test_compile_refuses_config_files_for_now(tmp_path: Path, capsys) -> None:
-    code = main(["compile", "--model", str(EXAMPLE), "--config", "cfg.json", "-o", str(tmp_path)])
+def test_compile_rebuilds_an_exported_point_exactly(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "study"
+    sweep = ["sweep", "--model", str(EXAMPLE), "--trials", "3", "--sram-min", "192KiB",
+             "--sram-max", "1MiB", "--out", str(out), "--study", "s", "--json"]  # fmt: skip
+    assert main(sweep) == 0
+    storage = json.loads(capsys.readouterr().out)["storage"]
+    cfg = tmp_path / "cfg.json"
+    assert main(["export", "--storage", storage, "--study", "s", "--max-sram", "1MiB",
+                 "-o", str(cfg)]) == 0  # fmt: skip
+    config = json.loads(cfg.read_text())
+    built = tmp_path / "built"
+    assert main(["compile", "--model", str(EXAMPLE), "--config", str(cfg), "-o", str(built)]) == 0
+    estimate = json.loads((built / "manifest.json").read_text())["estimate"]
+    assert estimate["sram_pool_bytes"] == config["sram_pool_bytes"]
+    assert round(estimate["total_cycles"]) == config["predicted"]["total_cycles"]
+    assert estimate["sram_used_bytes"] == config["predicted"]["sram_used_bytes"]
+
+
+def test_compile_refuses_a_corrupt_config_in_one_line(tmp_path: Path, capsys) -> None:
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text("{not json")
+    code = main(["compile", "--model", str(EXAMPLE), "--config", str(cfg), "-o", str(tmp_path)])
     assert code == 2
-    assert "--config needs `dse export`, not implemented yet" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not valid JSON" in err[0]
 
 
 def test_compile_nothing_fits_exits_3(tmp_path: Path, capsys) -> None:
