@@ -49,7 +49,7 @@ def study_cache_stats(study: optuna.Study) -> dict[str, dict[str, int]]:
 
 def describe(stats: dict[str, dict[str, int]]) -> str:
     """'front half 9/10 hits (90%), scored points 0/10 hits (0%)'."""
-    labels = {"front_half": "front half", "results": "scored points"}
+    labels = {"front_half": "front half", "proposals": "proposals", "results": "scored points"}
     parts = []
     for name, c in stats.items():
         lookups = c["hits"] + c["misses"]

@@ -107,6 +107,14 @@ def _add_cascader_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-plan-size", type=_positive_int, default=None, metavar="N")
     g.add_argument("--max-proposals", type=_positive_int, default=None, metavar="N")
     g.add_argument("--always-copy-size", type=_non_negative_int, default=None, metavar="BYTES")
+    g.add_argument(
+        "--proposal-region",
+        type=_size,
+        default=None,
+        metavar="SIZE",
+        help="generate proposals for a cascade region of SIZE and choose for the pool, as a "
+        "sweep does at its largest pool (default: the pool)",
+    )
 
 
 def _add_point_options(p: argparse.ArgumentParser, vela_ini_flag: str = "--config") -> None:

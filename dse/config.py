@@ -150,7 +150,11 @@ def build_config(study: optuna.Study, trial: FrozenTrial, storage_url: str) -> d
         "memory_mode": settings.memory_mode,
         "vela_config": settings.vela_config,
         "sram_pool_bytes": point.sram_pool_bytes,
-        "cascader": {"enabled": True, "options": point.cascader_options()},
+        "cascader": {
+            "enabled": True,
+            "options": point.cascader_options(),
+            "proposal_region_bytes": max(settings.sram_max, point.sram_pool_bytes),
+        },
         "predicted": {
             "total_cycles": round(metrics["total_cycles"]),
             "sram_used_bytes": int(metrics["sram_used_bytes"]),
@@ -242,6 +246,7 @@ def point_args(args: argparse.Namespace, config: dict) -> argparse.Namespace:
             "memory_mode": config["memory_mode"],
             "vela_config": config["vela_config"],
             "sram": config["sram_pool_bytes"],
+            "proposal_region": config["cascader"]["proposal_region_bytes"],
             "no_cascade": not config["cascader"]["enabled"],
             "no_striping": not options["enable_striping"],
             "multi_dimensional_striping": options["enable_multi_dimensional_striping"],

@@ -70,9 +70,13 @@ CONFIG_SCHEMA: dict[str, Any] = {
         "sram_pool_bytes": {"type": "integer", "minimum": 16},
         "cascader": {
             "type": "object",
-            "required": ["enabled", "options"],
+            "required": ["enabled", "options", "proposal_region_bytes"],
             "additionalProperties": False,
-            "properties": {"enabled": {"type": "boolean"}, "options": _OPTIONS},
+            "properties": {
+                "enabled": {"type": "boolean"},
+                "options": _OPTIONS,
+                "proposal_region_bytes": {"type": "integer", "minimum": 16},
+            },
         },
         "predicted": {
             "type": "object",

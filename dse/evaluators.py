@@ -59,7 +59,12 @@ class ModelEvaluator:
         if not front.network.graph.parts:
             raise BadInput(f"{path}: no operator runs on the NPU, so there is nothing to explore")
         self._scored: dict[DesignPoint, dict] = {}
-        self.cache = {"front_half": CacheCounter(), "results": CacheCounter()}
+        self._proposed: set[tuple] = set()
+        self.cache = {
+            "front_half": CacheCounter(),
+            "proposals": CacheCounter(),
+            "results": CacheCounter(),
+        }
 
     def __call__(self, point: DesignPoint) -> dict:
         front = self.cache["front_half"]
@@ -80,6 +85,11 @@ class ModelEvaluator:
 
         s = self.settings
         options = CascaderOptions(**point.cascader_options())
+        # Proposals are generated once per option set for the study's largest pool and
+        # chosen per pool (cascader.flow.pipeline.proposals caches them).
+        key = tuple(sorted(point.cascader_options().items()))
+        self.cache["proposals"].count(key in self._proposed)
+        self._proposed.add(key)
         try:
             # Vela's allocator prints warnings on stdout; keep stdout for `--json` output.
             with contextlib.redirect_stdout(io.StringIO()):
@@ -91,6 +101,7 @@ class ModelEvaluator:
                     point.sram_pool_bytes,
                     options,
                     s.vela_config,
+                    proposal_region_bytes=s.sram_max,
                 )
         except ScheduleError as error:
             return {

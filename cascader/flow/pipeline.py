@@ -17,6 +17,7 @@ from pathlib import Path
 
 from cascader.core.cascade import CascadeResult, cascade
 from cascader.core.options import CascaderOptions
+from cascader.core.proposal_generation import choose_proposal
 from cascader.ethosu.codegen import Compiled, encoded_weights, generate
 from cascader.ethosu.memory import SystemMemory, system_memory
 from cascader.ethosu.perf import AREAS, PerfReport, evaluate
@@ -33,7 +34,15 @@ from cascader.flow.schedule import (
     proposal_schedule,
 )
 
-__all__ = ["Estimate", "Point", "compile_model", "estimate", "front_half", "schedule_point"]
+__all__ = [
+    "Estimate",
+    "Point",
+    "compile_model",
+    "estimate",
+    "front_half",
+    "proposals",
+    "schedule_point",
+]
 
 _FRONT_CACHE_SIZE = 8
 
@@ -85,17 +94,66 @@ class Point:
     fits: bool
 
 
+_CASCADE_CACHE_SIZE = 64
+_CASCADES: OrderedDict[tuple, CascadeResult] = OrderedDict()
+# A proposal's stripe schedule does not depend on the pool it was chosen for (only whether it
+# fits does), and many pools choose the same proposal: schedules and their scores are kept.
+_SCHEDULE_CACHE_SIZE = 256
+_SCHEDULES: OrderedDict[tuple, Schedule] = OrderedDict()
+_SCORES: OrderedDict[int, tuple[Schedule, Compiled, PerfReport]] = OrderedDict()
+
+
+def _cascade_key(
+    front: Front, memory: SystemMemory, options: CascaderOptions, region_bytes: int
+) -> tuple:
+    return (front.sha256, memory.accelerator, memory.system_config, memory.memory_mode,
+            memory.config_path, options, region_bytes)  # fmt: skip
+
+
+def _remember(cache: OrderedDict, key: object, value: object, size: int) -> None:
+    cache[key] = value
+    while len(cache) > size:
+        cache.popitem(last=False)
+
+
+def proposals(
+    front: Front, memory: SystemMemory, options: CascaderOptions, region_bytes: int
+) -> CascadeResult:
+    """The cascader's proposals for a cascade region of `region_bytes`, cached per (model,
+    system, options, region): a sweep chooses among one set of proposals for every pool size
+    instead of generating them again per pool."""
+    key = _cascade_key(front, memory, options, region_bytes)
+    found = _CASCADES.get(key)
+    if found is not None:
+        _CASCADES.move_to_end(key)
+        return found
+    region = system_memory(memory.accelerator, memory.system_config, memory.memory_mode,
+                           region_bytes, memory.config_path)  # fmt: skip
+    document = graph_document(front.network.graph, region, options)
+    try:
+        found = cascade(document.graph, document.regions, document.home_map, document.options)
+    except ValueError as error:  # no proposal covers the graph
+        raise ScheduleError(f"the cascader made no schedule: {error}") from None
+    _remember(_CASCADES, key, found, _CASCADE_CACHE_SIZE)
+    return found
+
+
 def schedule_point(
     front: Front,
     memory: SystemMemory,
     options: CascaderOptions | None,
     feature_maps: str = "io",
+    proposal_region_bytes: int | None = None,
 ) -> Point:
     """The stripe schedule of a point. With the cascader on, the chosen proposal (the
     smallest one when none fits, so an infeasible point still has a score); off, the
     copy-constants schedule with feature maps in the `feature_maps` role's area. The point
     fits when what the schedule holds in SRAM fits the pool (the cascader's own budget of a
-    proposal counts some buffers twice, so it can refuse a proposal that fits)."""
+    proposal counts some buffers twice, so it can refuse a proposal that fits).
+
+    Proposals are generated for a cascade region of `proposal_region_bytes` (default: the
+    pool) and the proposal is chosen for the pool. A larger generation region keeps every
+    small proposal and adds larger ones, so a sweep generates once at its largest pool."""
     net = front.network
     accelerator = memory.accelerator
 
@@ -105,12 +163,15 @@ def schedule_point(
     if options is None:
         schedule = layer_by_layer_schedule(net, memory, size, feature_maps, check=False)
         return Point(memory, None, schedule, schedule.sram_bytes <= memory.sram_bytes)
-    document = graph_document(net.graph, memory, options)
-    try:
-        result = cascade(document.graph, document.regions, document.home_map, document.options)
-    except ValueError as error:  # no proposal covers the graph
-        raise ScheduleError(f"the cascader made no schedule: {error}") from None
-    schedule = proposal_schedule(net, result.chosen, memory, size, check=False)
+    region = proposal_region_bytes or memory.sram_bytes
+    generated = proposals(front, memory, options, region)
+    chosen = choose_proposal(generated.proposals, memory.sram_bytes)
+    result = replace(generated, chosen_index=chosen)
+    key = (*_cascade_key(front, memory, options, region), chosen)
+    schedule = _SCHEDULES.get(key)
+    if schedule is None:
+        schedule = proposal_schedule(net, result.chosen, memory, size, check=False)
+        _remember(_SCHEDULES, key, schedule, _SCHEDULE_CACHE_SIZE)
     return Point(memory, result, schedule, schedule.sram_bytes <= memory.sram_bytes)
 
 
@@ -175,15 +236,23 @@ def _run(
     options: CascaderOptions | None,
     vela_config: str | Path | None,
     command_streams: bool,
+    proposal_region_bytes: int | None = None,
 ) -> tuple[Estimate, Point, Compiled]:
     data, name = _model_bytes(model)
     memory = system_memory(accelerator, system_config, memory_mode, sram_bytes, vela_config)
     front = front_half(data, accelerator)
     if options is not None:
         options = replace(options, cascade_region=memory.roles["cascade"])
-    point = schedule_point(front, memory, options)
-    compiled = generate(point.schedule, accelerator, command_streams=command_streams)
-    report = evaluate(compiled.scheduled_ops, memory)
+    point = schedule_point(front, memory, options, proposal_region_bytes=proposal_region_bytes)
+    scored = _SCORES.get(id(point.schedule))
+    if command_streams or scored is None or scored[0] is not point.schedule:
+        compiled = generate(point.schedule, accelerator, command_streams=command_streams)
+        report = evaluate(compiled.scheduled_ops, memory)
+        if options is not None:
+            scored = (point.schedule, compiled, report)
+            _remember(_SCORES, id(point.schedule), scored, _SCHEDULE_CACHE_SIZE)
+    else:
+        _, compiled, report = scored
     result = Estimate(
         model=name,
         model_sha256=front.sha256,
@@ -208,11 +277,14 @@ def estimate(
     sram_bytes: int,
     options: CascaderOptions | None,
     vela_config: str | Path | None = None,
+    proposal_region_bytes: int | None = None,
 ) -> Estimate:
     """Vela's performance estimate of the point's schedule. `options` None turns the cascader
-    off. A point whose schedule does not fit the pool comes back with `fits` False."""
+    off. A point whose schedule does not fit the pool comes back with `fits` False.
+    `proposal_region_bytes`: see `schedule_point`."""
     result, _, _ = _run(model, accelerator, system_config, memory_mode, sram_bytes, options,
-                        vela_config, command_streams=False)  # fmt: skip
+                        vela_config, command_streams=False,
+                        proposal_region_bytes=proposal_region_bytes)  # fmt: skip
     return result
 
 
@@ -225,13 +297,15 @@ def compile_model(
     sram_bytes: int,
     options: CascaderOptions | None,
     vela_config: str | Path | None = None,
+    proposal_region_bytes: int | None = None,
 ) -> tuple[Estimate, Point]:
     """Compile the point and write, per NPU function i, `npu<i>.cs` (register command
     stream words, little-endian) and `npu<i>.payload` (Vela's driver payload), plus
     `constants.bin` and `manifest.json` (regions, sizes, I/O addresses, the estimate). The
     caller checks `fits` first: a schedule over the pool is written all the same."""
     result, point, compiled = _run(model, accelerator, system_config, memory_mode, sram_bytes,
-                                   options, vela_config, command_streams=True)  # fmt: skip
+                                   options, vela_config, command_streams=True,
+                                   proposal_region_bytes=proposal_region_bytes)  # fmt: skip
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     functions = []

@@ -1,5 +1,7 @@
 """The lowering hook, as TVM's Ethos-U backend had it: a partitioned Relax module in, its
-external "ethos-u" functions lowered to TIR PrimFuncs carrying their NPU command streams out.
+external "ethos-u" functions lowered to TIR PrimFuncs (`cascader.flow.lower`: buffers, stripe
+loops, extern NPU calls) out, each carrying what codegen compiles from that TIR
+(`cascader.flow.tir_to_npu`): command stream, driver payload, encoded constants, sizes.
 
 `relax_to_tir(mod, target)` takes the module `partition_for_ethosu` makes (composites outlined
 into functions with Codegen "ethos-u"), legalizes them to NPU primitive ops (with the LUT,
@@ -19,18 +21,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import tvm
+import tvm_ffi
 from tvm import relax, tirx
 
 from cascader.core.options import CascaderOptions
-from cascader.ethosu.codegen import generate
+from cascader.ethosu.codegen import Compiled
 from cascader.ethosu.memory import system_memory
 from cascader.ethosu.vela_arch import system_arch
 from cascader.flow.legalize import choose_layouts, ethosu_functions, legalize, remove_identities
+from cascader.flow.lower import lower
 from cascader.flow.pipeline import Front, schedule_point
 from cascader.flow.schedule import Network, ScheduleError, network
+from cascader.flow.tir_to_npu import compile_tir
 
 __all__ = [
-    "CompiledFunction",
     "EthosuTarget",
     "LoweringError",
     "compile",
@@ -69,26 +73,6 @@ class EthosuTarget:
         )
 
 
-@dataclass(frozen=True)
-class CompiledFunction:
-    """One NPU function: its register command stream (little-endian words), Vela's driver
-    payload, encoded constants, the scratch it needs in the workspace pool (the SRAM cascade
-    region) and in the arena (the same bytes unless the arena is elsewhere, as in DRAM on a
-    Dedicated_Sram system), and its inputs and outputs as (name, NHWC shape, dtype) with
-    their total bytes."""
-
-    name: str
-    command_stream: bytes
-    driver_payload: bytes
-    constants: bytes
-    scratch_size: int
-    arena_size: int
-    inputs: tuple[tuple[str, tuple[int, ...], str], ...]
-    outputs: tuple[tuple[str, tuple[int, ...], str], ...]
-    input_size: int
-    output_size: int
-
-
 def workspace_pool_bytes(mod: tvm.IRModule) -> int:
     """The size of the module's one workspace pool (the cascader's SRAM)."""
     pools = mod.attrs.get(POOLS_ATTR) if mod.attrs is not None else None
@@ -110,10 +94,21 @@ def _single_function_network(name: str, func: relax.Function, accelerator: str) 
     return network(functions, accelerator)
 
 
-def compile(
-    name: str, ext_func: relax.Function, target: EthosuTarget, pool_bytes: int | None = None
-) -> CompiledFunction:
-    """Lower one external function to the NPU. With the cascader on, `pool_bytes` is the SRAM
+@dataclass(frozen=True)
+class _Lowered:
+    """An external function lowered to TIR, and what codegen made of that TIR."""
+
+    func: tirx.PrimFunc
+    compiled: Compiled
+    input_size: int
+    output_size: int
+
+
+def _lower(
+    name: str, ext_func: relax.Function, target: EthosuTarget, pool_bytes: int | None
+) -> _Lowered:
+    """The function's schedule (cascader or copy-constants) lowered to TIR, and the TIR read
+    back into Vela API operations and compiled. With the cascader on, `pool_bytes` is the SRAM
     pool; off, the memory mode's own arena cache size serves when it is not given."""
     system_config, memory_mode = target.system()
     if pool_bytes is None:
@@ -127,65 +122,62 @@ def compile(
     )
     net = _single_function_network(name, ext_func, target.accelerator)
     try:
-        point = schedule_point(Front("", net, ()), memory, target.options)
+        front = Front(f"relax:{tvm_ffi.structural_hash(ext_func):x}", net, ())  # proposals key
+        point = schedule_point(front, memory, target.options)
     except ScheduleError as error:
         raise LoweringError(str(error)) from None
-    schedule = point.schedule
     if not point.fits:
         raise LoweringError(
             f"nothing fits in {pool_bytes} bytes; the smallest schedule needs "
-            f"{schedule.sram_bytes} bytes"
+            f"{point.schedule.sram_bytes} bytes"
         )
-    compiled = generate(schedule, target.accelerator)
-    (stream,) = compiled.functions
+    try:
+        (func,) = lower(point.schedule)
+        func = func.with_attr("global_symbol", name)
+        compiled = compile_tir([func], net, memory, target.accelerator)
+    except ScheduleError as error:
+        raise LoweringError(str(error)) from None
     graph = net.graph
-    inputs = [t for t in graph.input_tensors if not t.is_constant]
-
-    def described(tensors) -> tuple[tuple[str, tuple[int, ...], str], ...]:
-        maps = [net.feature_map(t.id) for t in tensors]
-        return tuple((m.name, tuple(m.shape), m.dtype) for m in maps)
-
-    return CompiledFunction(
-        name=name,
-        command_stream=stream.command_stream,
-        driver_payload=stream.driver_payload,
-        constants=compiled.constants,
-        scratch_size=compiled.scratch_bytes,
-        arena_size=compiled.arena_bytes,
-        inputs=described(inputs),
-        outputs=described(graph.output_tensors),
-        input_size=sum(t.size for t in inputs),
-        output_size=sum(t.size for t in graph.output_tensors),
+    return _Lowered(
+        func,
+        compiled,
+        sum(t.size for t in graph.input_tensors if not t.is_constant),
+        sum(t.size for t in graph.output_tensors),
     )
+
+
+def compile(
+    name: str, ext_func: relax.Function, target: EthosuTarget, pool_bytes: int | None = None
+) -> tuple[bytes, bytes, int]:
+    """The function lowered to TIR and compiled from it: (register command stream, encoded
+    constants, scratch size in the workspace pool)."""
+    compiled = _lower(name, ext_func, target, pool_bytes).compiled
+    (stream,) = compiled.functions
+    return stream.command_stream, compiled.constants, compiled.scratch_bytes
 
 
 def relax_to_tir_func(
     name: str, ext_func: relax.Function, target: EthosuTarget, pool_bytes: int | None = None
 ) -> tirx.PrimFunc:
-    """One PrimFunc for an external function: a buffer per parameter and result, a call to the
-    NPU driver with them, and the compiled NPU program as attributes ("ethos-u.constants",
-    "ethos-u.input_size", "ethos-u.output_size", plus the command stream, driver payload,
-    scratch and arena sizes)."""
-    compiled = compile(name, ext_func, target, pool_bytes)
-    buffers = [
-        tirx.decl_buffer(shape, dtype, name=tensor)
-        for tensor, shape, dtype in (*compiled.inputs, *compiled.outputs)
-    ]
-    body = tirx.Evaluate(tirx.call_extern("int32", "ethosu_run", *(b.data for b in buffers)))
+    """The lowered PrimFunc of an external function (see `cascader.flow.lower`) with what
+    codegen makes of it as attributes: "ethos-u.constants", "ethos-u.input_size",
+    "ethos-u.output_size", plus the command stream, driver payload, scratch and arena sizes."""
+    lowered = _lower(name, ext_func, target, pool_bytes)
+    compiled = lowered.compiled
+    (stream,) = compiled.functions
 
     def blob(data: bytes) -> tvm.runtime.Tensor:
         return tvm.runtime.tensor(np.frombuffer(data, dtype="uint8").copy())
 
-    return tirx.PrimFunc(buffers, body).with_attr(
+    return lowered.func.with_attr(
         {
-            "global_symbol": name,
             "ethos-u.constants": blob(compiled.constants),
-            "ethos-u.command_stream": blob(compiled.command_stream),
-            "ethos-u.driver_payload": blob(compiled.driver_payload),
-            "ethos-u.scratch_size": compiled.scratch_size,
-            "ethos-u.arena_size": compiled.arena_size,
-            "ethos-u.input_size": compiled.input_size,
-            "ethos-u.output_size": compiled.output_size,
+            "ethos-u.command_stream": blob(stream.command_stream),
+            "ethos-u.driver_payload": blob(stream.driver_payload),
+            "ethos-u.scratch_size": compiled.scratch_bytes,
+            "ethos-u.arena_size": compiled.arena_bytes,
+            "ethos-u.input_size": lowered.input_size,
+            "ethos-u.output_size": lowered.output_size,
         }
     )
 

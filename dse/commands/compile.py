@@ -20,8 +20,8 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise BadInput(f"-o {out}: exists and is not a directory")
 
-    def run_compile(*point):
-        return compile_model(point[0], out, *point[1:])
+    def run_compile(*point, **kwargs):
+        return compile_model(point[0], out, *point[1:], **kwargs)
 
     try:
         result, point = scored_point(args, args.sram, run_compile)

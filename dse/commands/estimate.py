@@ -51,8 +51,8 @@ def nothing_fits(result: Estimate) -> NothingFits:
 
 
 def scored_point(args: argparse.Namespace, sram: int, run: Callable[..., T]) -> T:
-    """`run(model, accelerator, system, mode, sram, options, vela_config)` for the flags'
-    point, library errors turned into BadInput."""
+    """`run(model, accelerator, system, mode, sram, options, vela_config,
+    proposal_region_bytes=...)` for the flags' point, library errors turned into BadInput."""
     system_config, memory_mode = system_defaults(
         args.accelerator_config, args.system_config, args.memory_mode
     )
@@ -65,6 +65,7 @@ def scored_point(args: argparse.Namespace, sram: int, run: Callable[..., T]) -> 
             sram,
             cascader_options(args),
             args.vela_config,
+            proposal_region_bytes=args.proposal_region,
         )
     except (ModelError, DeviceConfigError, ScheduleError) as error:
         raise BadInput(str(error)) from None

@@ -1,5 +1,6 @@
-"""The lowering hook: workspace-pool checks, external functions lowered to PrimFuncs that carry
-their command streams, the copy-constants scheduler without the cascader, U65 cascading."""
+"""The lowering hook: workspace-pool checks, external functions lowered to PrimFuncs of extern
+NPU calls compiled from that TIR, the copy-constants scheduler without the cascader, U65
+cascading."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from cascader.flow.relax_to_tir import (
     relax_to_tir,
     workspace_pool_bytes,
 )
+from cascader.flow.tir_to_npu import npu_calls
 from cascader.testing.networks import CATALOGUE
 
 
@@ -48,14 +50,32 @@ def test_external_functions_become_prim_funcs_with_their_npu_program(partitioned
     assert isinstance(prim, tirx.PrimFunc)
     assert str(lowered.attrs["device_contexts"][name]) == "ethos-u"
     assert "main" in [gv.name_hint for gv in lowered.functions]
-    target = EthosuTarget()
-    compiled = compile(name, func, target, 256 * 1024)
-    assert prim.attrs["ethos-u.constants"].numpy().tobytes() == compiled.constants
-    assert prim.attrs["ethos-u.command_stream"].numpy().tobytes() == compiled.command_stream
+    stream, constants, scratch = compile(name, func, EthosuTarget(), 256 * 1024)
+    assert prim.attrs["ethos-u.constants"].numpy().tobytes() == constants
+    assert prim.attrs["ethos-u.command_stream"].numpy().tobytes() == stream
     assert int(prim.attrs["ethos-u.input_size"]) == 32 * 32 * 3
     assert int(prim.attrs["ethos-u.output_size"]) == 10
-    assert 0 < int(prim.attrs["ethos-u.scratch_size"]) <= 256 * 1024
-    assert len(prim.params) == len(compiled.inputs) + len(compiled.outputs)
+    assert int(prim.attrs["ethos-u.scratch_size"]) == scratch
+    assert 0 < scratch <= 256 * 1024
+    assert len(prim.params) == 2  # the model's input and output
+
+
+def test_the_prim_func_is_the_npu_program_as_extern_calls(partitioned) -> None:
+    lowered = relax_to_tir(_pools(partitioned, 256 * 1024))
+    (name, _) = ethosu_functions(partitioned)[0]
+    allocations, calls = npu_calls(lowered[name])
+    names = {str(call.args[0].value) for call in calls}
+    assert names == {
+        "ethosu_copy",  # weights and scale-bias into SRAM
+        "ethosu_identity",  # the explicit PAD
+        "ethosu_conv2d",
+        "ethosu_depthwise_conv2d",
+        "ethosu_unary_elementwise",  # hard swish's table
+        "ethosu_pooling",  # max pool, mean
+        "ethosu_fully_connected",
+        "ethosu_binary_elementwise",  # softmax's decomposition
+    }
+    assert allocations and all("ethos-u.buffer" in a.annotations for a in allocations)
 
 
 def test_a_pool_smaller_than_any_schedule_is_refused(partitioned) -> None:
@@ -77,3 +97,14 @@ def test_cascading_works_on_ethos_u65(partitioned) -> None:
     attrs = lowered[name].attrs
     assert 0 < int(attrs["ethos-u.scratch_size"]) <= 64 * 1024  # the SRAM cascade region
     assert int(attrs["ethos-u.arena_size"]) > 0  # feature maps homed in DRAM
+
+
+def test_functions_of_different_models_do_not_share_proposals(partitioned) -> None:
+    """The pipeline caches the cascader's proposals per model key: each external function
+    gets its own (a shared key handed one model's proposals to another)."""
+    other = partition_for_ethosu(import_tflite(CATALOGUE["branches"]().build()))
+    relax_to_tir(_pools(partitioned, 256 * 1024))
+    lowered = relax_to_tir(_pools(other, 256 * 1024))
+    (name, func) = ethosu_functions(other)[0]
+    stream, _, _ = compile(name, func, EthosuTarget(), 256 * 1024)
+    assert lowered[name].attrs["ethos-u.command_stream"].numpy().tobytes() == stream
