@@ -1,44 +1,53 @@
 """Check one design point's numbers three ways, on random inputs: (a) ai-edge-litert on the
-original model, (b) the integer reference of the legalized NPU function run op by op, and
-(c) the point's stripe schedule executed stripe by stripe on that reference. (b) and (c) must
-agree bit for bit (the schedule moves data, it never changes arithmetic); (b) is within one
-step of (a) where Vela's rounding differs from TFLite's."""
+original model, (b) the integer reference of the legalized NPU functions run op by op, and
+(c) the point's stripe schedule executed stripe by stripe on that reference. Operators left on
+the host run through litert in (b) and (c), fed by what our NPU side computed, so whole models
+verify. (b) and (c) must agree bit for bit (the schedule moves data, it never changes
+arithmetic); (b) is within one step of (a) where Vela's rounding differs from TFLite's.
+
+The striped executor runs the schedule of one NPU function; for a model whose NPU part is
+split into several functions, (c) is not run and the result says so."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from cascader.core.options import CascaderOptions
 from cascader.ethosu.memory import SystemMemory
 from cascader.flow.pipeline import Point, front_half, schedule_point
+from cascader.reference.hybrid import HybridModel
 from cascader.reference.litert import DiffStats, diff_stats, litert_outputs, random_inputs
-from cascader.reference.run import ModelReference
+from cascader.reference.run import ReferenceError
 from cascader.reference.striped import StripedExecutor
+
+
+def _stats(s: DiffStats | None) -> dict | None:
+    if s is None:
+        return None
+    data = s.to_json()
+    del data["output"]
+    return data
 
 
 @dataclass(frozen=True)
 class OutputCheck:
-    """One model output over every sample: schedule vs reference, reference vs litert."""
+    """One model output over every sample: schedule vs reference (None when the schedule was
+    not executed), reference vs litert."""
 
     index: int
     shape: tuple[int, ...]
-    schedule_vs_reference: DiffStats
+    schedule_vs_reference: DiffStats | None
     reference_vs_litert: DiffStats
 
     def to_json(self) -> dict:
-        def stats(s: DiffStats) -> dict:
-            data = s.to_json()
-            del data["output"]
-            return data
-
         return {
             "index": self.index,
             "shape": list(self.shape),
-            "schedule_vs_reference": stats(self.schedule_vs_reference),
-            "reference_vs_litert": stats(self.reference_vs_litert),
+            "schedule_vs_reference": _stats(self.schedule_vs_reference),
+            "reference_vs_litert": _stats(self.reference_vs_litert),
         }
 
 
@@ -47,19 +56,24 @@ class Verification:
     samples: int
     outputs: tuple[OutputCheck, ...]
     point: Point
-    stripes: int  # NPU stripes executed per sample
+    stripes: int  # NPU stripes executed per sample (0 when the schedule was not executed)
     seconds: dict[str, float]
+    npu_functions: int
+    host_ops: tuple[str, ...]  # TFLite operators run by litert, in execution order
+    not_executed: str | None = None  # why the schedule was not executed, if it was not
 
-    def max_abs_diff(self) -> dict[str, int]:
+    def max_abs_diff(self) -> dict[str, int | None]:
+        checked = [o.schedule_vs_reference for o in self.outputs]
         return {
-            "schedule_vs_reference": max(
-                o.schedule_vs_reference.max_abs_diff for o in self.outputs
-            ),
+            "schedule_vs_reference": None
+            if self.not_executed
+            else max(s.max_abs_diff for s in checked if s is not None),
             "reference_vs_litert": max(o.reference_vs_litert.max_abs_diff for o in self.outputs),
         }
 
     def to_json(self) -> dict:
-        """DESIGN.md's `dse verify --json` object, plus the schedule's size and the timings."""
+        """DESIGN.md's `dse verify --json` object, plus the schedule's size, the split between
+        NPU and host, and the timings."""
         return {
             "samples": self.samples,
             "max_abs_diff": self.max_abs_diff(),
@@ -69,7 +83,11 @@ class Verification:
                 "fits": self.point.fits,
                 "sram_used_bytes": self.point.schedule.sram_bytes,
                 "stripes": self.stripes,
+                "executed": self.not_executed is None,
+                "not_executed": self.not_executed,
             },
+            "npu_functions": self.npu_functions,
+            "host_ops": list(self.host_ops),
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
         }
 
@@ -81,11 +99,13 @@ def verify_model(
     samples: int = 1,
     seed: int = 0,
     kernels: str = "builtin",
-    name: str = "model",
+    proposal_region_bytes: int | None = None,
 ) -> Verification:
     """(a), (b) and (c) on `samples` random inputs for the point (memory, cascader options;
-    None: the copy-constants schedule). Raises ReferenceError for a model with host ops and
-    StripeError when the schedule cannot run as written."""
+    None: the copy-constants schedule); host operators through litert with `kernels`. Raises
+    ReferenceError for a model with nothing on the NPU or NPU tensors it cannot place in the
+    TFLite graph, and StripeError when the schedule cannot run as written.
+    `proposal_region_bytes`: as in `schedule_point` (an exported sweep point sets it)."""
     clock = time.perf_counter()
     seconds: dict[str, float] = {}
 
@@ -95,30 +115,52 @@ def verify_model(
         seconds[what] = seconds.get(what, 0.0) + now - clock
         clock = now
 
-    reference = ModelReference.from_model(model, name)
     front = front_half(model, memory.accelerator)
-    point = schedule_point(front, memory, options)
-    executor = StripedExecutor(point.schedule)
+    functions = front.network.functions
+    if not functions:
+        raise ReferenceError("no operator runs on the NPU, there is no schedule to check")
+    hybrid = HybridModel(model, functions, kernels)
+    if options is not None:  # as `estimate` scores the point
+        options = replace(options, cascade_region=memory.roles["cascade"])
+    point = schedule_point(front, memory, options, proposal_region_bytes=proposal_region_bytes)
+    not_executed = None
+    executor = None
+    if len(functions) == 1:
+        executor = StripedExecutor(point.schedule)
+    else:
+        not_executed = (
+            f"{len(functions)} NPU functions; the striped executor runs one function's schedule"
+        )
     lap("build")
     rng = np.random.default_rng(seed)
-    runs: list[tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]] = []
+    runs: list[tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray] | None]] = []
     for _ in range(samples):
         inputs = random_inputs(model, rng)
         theirs = litert_outputs(model, inputs, kernels)
         lap("litert")
-        ours = reference(inputs)
+        ours = hybrid.run(inputs)
         lap("reference")
-        striped = executor.run(inputs)
-        scheduled = [s.reshape(o.shape) for s, o in zip(striped, ours, strict=True)]
-        lap("schedule")
+        scheduled = None
+        if executor is not None:
+            scheduled = hybrid.run(inputs, lambda _, __, values: executor.run(values))
+            lap("schedule")
         runs.append((theirs, ours, scheduled))
+
+    def schedule_stats(k: int) -> DiffStats | None:
+        if executor is None:
+            return None
+        return diff_stats(k, [r[2][k] for r in runs], [r[1][k] for r in runs])
+
     outputs = tuple(
         OutputCheck(
             k,
-            tuple(reference.output_shapes[k]),
-            diff_stats(k, [r[2][k] for r in runs], [r[1][k] for r in runs]),
+            shape,
+            schedule_stats(k),
             diff_stats(k, [r[1][k] for r in runs], [r[0][k] for r in runs]),
         )
-        for k in range(len(reference.output_shapes))
+        for k, shape in enumerate(hybrid.output_shapes())
     )
-    return Verification(samples, outputs, point, executor.stripes_run // samples, seconds)
+    stripes = executor.stripes_run // samples if executor is not None else 0
+    return Verification(
+        samples, outputs, point, stripes, seconds, len(functions), hybrid.host_ops, not_executed
+    )

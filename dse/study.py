@@ -5,12 +5,17 @@ from __future__ import annotations
 import hashlib
 import os
 import warnings
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from pathlib import Path
 
 import optuna
+import sqlalchemy
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
-from optuna.trial import FrozenTrial
+from optuna.storages._rdb import models as rdb_models
+from optuna.storages._rdb.storage import _create_scoped_session
+from optuna.trial import FrozenTrial, TrialState
 
 from dse.errors import BadInput
 
@@ -102,6 +107,24 @@ class TicketStorage(RDBStorage):
         if template_trial is None:
             raise NoTicketLeft("no issued trial is waiting")
         return super()._create_new_trial(study_id, template_trial)
+
+    def set_trial_state_values(
+        self, trial_id: int, state: TrialState, values: Sequence[float] | None = None
+    ) -> bool:
+        """Claim a waiting trial with one conditional UPDATE. Optuna reads the state with
+        SELECT ... FOR UPDATE, which SQLite ignores, so two worker processes could both take
+        the same ticket and evaluate it twice; the UPDATE's row count decides the winner."""
+        if state != TrialState.RUNNING:
+            return super().set_trial_state_values(trial_id, state, values)
+        table = rdb_models.TrialModel
+        claim = (
+            sqlalchemy.update(table)
+            .where(table.trial_id == trial_id, table.state == TrialState.WAITING)
+            .values(state=TrialState.RUNNING, datetime_start=datetime.now())
+            .execution_options(synchronize_session=False)
+        )
+        with _create_scoped_session(self.scoped_session) as session:
+            return session.execute(claim).rowcount == 1
 
 
 def open_storage(url: str, heartbeat: bool = True) -> RDBStorage:

@@ -119,7 +119,8 @@ def run_function(
 
 @dataclass(frozen=True)
 class ModelReference:
-    """A fully NPU model, legalized once, run as often as needed."""
+    """A fully NPU model, legalized once, run as often as needed (`hybrid.HybridModel` runs
+    any model, host operators on litert)."""
 
     function: NpuFunction
     output_shapes: tuple[tuple[int, ...], ...]
@@ -131,8 +132,8 @@ class ModelReference:
         in_count, out_count = graph.InputsLength(), graph.OutputsLength()
         if len(functions) != 1 or len(functions[0].inputs) != in_count:
             raise ReferenceError(
-                f"{name}: {len(functions)} NPU functions; only models that run entirely on "
-                "the NPU have a reference yet"
+                f"{name}: {len(functions)} NPU functions; ModelReference runs models entirely "
+                "on the NPU, HybridModel the others"
             )
         if len(functions[0].outputs) != out_count:
             raise ReferenceError(f"{name}: some outputs are not computed on the NPU")
@@ -148,5 +149,6 @@ class ModelReference:
 
 
 def run_reference(model: bytes, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """The model's outputs for one set of int8 inputs (in the model's input order)."""
+    """The outputs of a fully NPU model for one set of int8 inputs (in the model's input
+    order); `hybrid.run_model` runs any model."""
     return ModelReference.from_model(model)(inputs)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cascader.testing.networks import CATALOGUE
+from cascader.testing.tflite_builder import ModelBuilder
 from dse.cli import main
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
@@ -75,13 +76,81 @@ def test_a_pool_nothing_fits_in_exits_3(capsys: pytest.CaptureFixture[str], chai
     assert len(out.strip().splitlines()) == 1
 
 
-def test_a_model_with_host_ops_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def _with_host_op(tmp_path: Path, host_first: bool) -> Path:
+    """conv -> depthwise with depth multiplier 2 (a host op) -> conv: two NPU functions; or
+    the host op first, then two convs: one NPU function, and the host op's output is a second
+    model output."""
+    b = ModelBuilder(0, name="host op")
+    if host_first:
+        h = b.depthwise_conv2d(b.input((1, 8, 8, 4)), depth_multiplier=2)
+        b.output(b.conv2d(b.conv2d(h, 8), 8), h)
+    else:
+        y = b.depthwise_conv2d(b.conv2d(b.input((1, 8, 8, 8)), 8), depth_multiplier=2)
+        b.output(b.conv2d(y, 8))
+    path = tmp_path / f"host_{int(host_first)}.tflite"
+    path.write_bytes(b.build())
+    return path
+
+
+def test_a_model_with_a_host_op_verifies_through_the_schedule(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = _with_host_op(tmp_path, host_first=True)
+    code, out = _verify(capsys, path, "--sram", "64KiB", "--multi-dimensional-striping", "--json")
+    assert code == 0, out
+    data = json.loads(out)
+    assert (data["npu_functions"], data["host_ops"]) == (1, ["DEPTHWISE_CONV_2D"])
+    assert data["schedule"]["executed"] and data["schedule"]["stripes"] > 2
+    assert data["max_abs_diff"] == {"schedule_vs_reference": 0, "reference_vs_litert": 0}
+    assert [o["shape"] for o in data["outputs"]] == [[1, 8, 8, 8], [1, 8, 8, 8]]
+
+
+def test_several_npu_functions_verify_against_litert_and_say_the_schedule_did_not_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = _with_host_op(tmp_path, host_first=False)
+    code, out = _verify(capsys, path, "--sram", "256KiB")
+    assert code == 0, out
+    assert "2 NPU function(s); host ops on litert: DEPTHWISE_CONV_2D" in out
+    assert "schedule not executed: 2 NPU functions" in out
+    code, out = _verify(capsys, path, "--sram", "256KiB", "--json")
+    data = json.loads(out.splitlines()[0])
+    assert data["max_abs_diff"] == {"schedule_vs_reference": None, "reference_vs_litert": 0}
+    assert data["schedule"]["executed"] is False
+    assert data["outputs"][0]["schedule_vs_reference"] is None
+
+
+def test_a_model_with_nothing_on_the_npu_exits_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     path = tmp_path / "host.tflite"
     path.write_bytes(CATALOGUE["DEPTHWISE_CONV_2D-multiplier2"]().build())
     code, out = _verify(capsys, path, "--sram", "256KiB")
     assert code == 2
-    assert "only models that run entirely on the NPU" in out
+    assert "no operator runs on the NPU" in out
     assert len(out.strip().splitlines()) == 1
+
+
+def test_an_exported_config_verifies_the_point_it_describes(
+    capsys: pytest.CaptureFixture[str], chain: Path, tmp_path: Path
+) -> None:
+    out_dir, config = tmp_path / "study", tmp_path / "cfg.json"
+    assert main(["sweep", "--model", str(chain), "--trials", "3", "--out", str(out_dir)]) == 0
+    storage = f"sqlite:///{out_dir / 'study.db'}"
+    assert main(["export", "--storage", storage, "--study", "chain-ethos-u55-256",
+                 "--trial", "0", "-o", str(config)]) == 0  # fmt: skip
+    capsys.readouterr()
+    code, out = _verify(capsys, chain, "--config", str(config), "--samples", "2", "--json")
+    assert code == 0, out
+    data = json.loads(out)
+    exported = json.loads(config.read_text())
+    assert data["schedule"]["sram_used_bytes"] == exported["predicted"]["sram_used_bytes"]
+    assert data["schedule"]["cascaded"] and data["samples"] == 2
+    assert data["max_abs_diff"]["schedule_vs_reference"] == 0
+    other = tmp_path / "other.tflite"
+    other.write_bytes(CATALOGUE["branches"]().build())
+    code, out = _verify(capsys, other, "--config", str(config))
+    assert code == 2 and "was made for" in out
 
 
 def test_a_missing_model_or_config_exits_2(

@@ -1,0 +1,141 @@
+"""Whole models with host operators: NPU functions on the integer reference, the rest on
+litert, fed by what the NPU side computed; the result matches litert on the original model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cascader.flow.cascader_graph import model_npu_functions
+from cascader.reference.hybrid import HostStep, HybridModel, NpuStep, run_model
+from cascader.reference.litert import litert_outputs, random_inputs
+from cascader.reference.run import ReferenceError, run_function
+from cascader.testing.networks import CATALOGUE
+from cascader.testing.tflite_builder import ModelBuilder
+
+
+def _sandwich() -> bytes:
+    """conv -> depthwise with depth multiplier 2 (host) -> conv: two NPU functions."""
+    b = ModelBuilder(0, name="sandwich")
+    y = b.conv2d(b.input((1, 8, 8, 8)), 8)
+    y = b.depthwise_conv2d(y, depth_multiplier=2)
+    b.output(b.conv2d(y, 8))
+    return b.build()
+
+
+def _skip_around_host() -> bytes:
+    """conv -> host depthwise -> conv, added to the first conv: the second function reads
+    the first function's output directly and the host op's output."""
+    b = ModelBuilder(1, name="skip around host")
+    a = b.conv2d(b.input((1, 8, 8, 8)), 8)
+    h = b.depthwise_conv2d(a, depth_multiplier=2)
+    b.output(b.add(a, b.conv2d(h, 8)))
+    return b.build()
+
+
+def _host_first() -> bytes:
+    """host depthwise -> conv -> conv, and a second output from the host op."""
+    b = ModelBuilder(2, name="host first")
+    h = b.depthwise_conv2d(b.input((1, 8, 8, 4)), depth_multiplier=2)
+    b.output(b.conv2d(b.conv2d(h, 8), 8), h)
+    return b.build()
+
+
+def _split_around_host() -> bytes:
+    """conv -> split; one half through a host depthwise, concatenated with the other half
+    (the two halves share a quantisation, so only the dataflow tells them apart), and the
+    conv's output reshaped as a second output."""
+    b = ModelBuilder(3, name="split around host")
+    a = b.conv2d(b.input((1, 8, 8, 8)), 8)
+    first, second = b.split(a, 2)
+    host = b.depthwise_conv2d(first, depth_multiplier=2)
+    b.output(b.concatenation([host, second]), b.reshape(a, new_shape=(1, 512)))
+    return b.build()
+
+
+def _max_diff(a: list[np.ndarray], b: list[np.ndarray]) -> int:
+    return max(int(np.abs(x.astype(int) - y.astype(int)).max()) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("make", "functions", "host"),
+    [
+        (_sandwich, 2, ("DEPTHWISE_CONV_2D",)),
+        (_skip_around_host, 2, ("DEPTHWISE_CONV_2D",)),
+        (_host_first, 1, ("DEPTHWISE_CONV_2D",)),
+        (_split_around_host, 2, ("DEPTHWISE_CONV_2D", "RESHAPE")),
+    ],
+)
+def test_models_with_host_ops_match_litert(make, functions: int, host: tuple[str, ...]) -> None:
+    model = make()
+    hybrid = HybridModel.from_model(model)
+    assert len(hybrid.functions) == functions
+    assert hybrid.host_ops == host
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        inputs = random_inputs(model, rng)
+        ours = hybrid(inputs)
+        theirs = litert_outputs(model, inputs)
+        assert [o.shape for o in ours] == [t.shape for t in theirs]
+        assert _max_diff(ours, theirs) <= 1
+
+
+def test_steps_run_in_dataflow_order_across_functions() -> None:
+    hybrid = HybridModel.from_model(_skip_around_host())
+    first, host, second = hybrid.steps
+    assert isinstance(first, NpuStep) and isinstance(host, HostStep) and isinstance(second, NpuStep)
+    assert host.inputs == first.outputs
+    assert set(second.inputs) == {first.outputs[0], host.outputs[0]}
+    assert second.outputs == hybrid.outputs
+    assert not first.operators & second.operators and host.operator not in second.operators
+
+
+def test_host_ops_compute_from_the_npu_results() -> None:
+    """Perturb what the NPU returns: the host op and the next function see it, so the model's
+    output moves; the runner is called per function in order with the TFLite tensors."""
+    model = _sandwich()
+    hybrid = HybridModel.from_model(model)
+    inputs = random_inputs(model, np.random.default_rng(3))
+    calls = []
+
+    def shifted(index, function, values):
+        calls.append((index, [v.shape for v in values]))
+        out = run_function(function, values)
+        return [np.clip(o.astype(int) + 9, -128, 127).astype(np.int8) for o in out]
+
+    (exact,) = hybrid.run(inputs)
+    (moved,) = hybrid.run(inputs, shifted)
+    assert calls == [(0, [(1, 8, 8, 8)]), (1, [(1, 8, 8, 16)])]
+    assert _max_diff([exact], [moved]) > 1
+
+
+@pytest.mark.parametrize(
+    "case",
+    # branches: an average pool keeps its input's quantisation, so one litert run decides
+    # which of the two tensors the function returns
+    ["ADD", "SPLIT-height-4", "FULLY_CONNECTED-4d-input", "chain", "branches"],
+)
+def test_fully_npu_models_are_one_function_and_no_host_step(case: str) -> None:
+    model = CATALOGUE[case]().build()
+    hybrid = HybridModel.from_model(model)
+    assert [type(s) for s in hybrid.steps] == [NpuStep]
+    inputs = random_inputs(model, np.random.default_rng(0))
+    assert _max_diff(run_model(model, inputs), litert_outputs(model, inputs)) <= 1
+
+
+def test_a_model_entirely_on_the_host_runs_on_litert_alone() -> None:
+    model = CATALOGUE["DEPTHWISE_CONV_2D-multiplier2"]().build()
+    hybrid = HybridModel.from_model(model)
+    assert hybrid.functions == () and hybrid.host_ops == ("DEPTHWISE_CONV_2D",)
+    inputs = random_inputs(model, np.random.default_rng(0))
+    assert _max_diff(hybrid(inputs), litert_outputs(model, inputs)) == 0
+
+
+def test_wrong_input_count_is_refused() -> None:
+    with pytest.raises(ReferenceError, match="1 inputs given, 2 expected"):
+        HybridModel.from_model(CATALOGUE["ADD"]().build()).run([np.zeros((1, 8, 8, 16), "int8")])
+
+
+def test_functions_of_another_model_are_refused() -> None:
+    with pytest.raises(ReferenceError, match="no TFLite tensor"):
+        HybridModel(_sandwich(), model_npu_functions(CATALOGUE["chain"]().build()))
