@@ -4,9 +4,8 @@ original model, (b) the integer reference of the legalized NPU functions run op 
 the host run through litert in (b) and (c), fed by what our NPU side computed, so whole models
 verify. (b) and (c) must agree bit for bit (the schedule moves data, it never changes
 arithmetic); (b) is within one step of (a) where Vela's rounding differs from TFLite's.
-
-The striped executor runs the schedule of one NPU function; for a model whose NPU part is
-split into several functions, (c) is not run and the result says so."""
+A model whose NPU part is split into several functions runs in (c) one function at a time,
+each on its own steps of the one schedule, the host ops between them on litert."""
 
 from __future__ import annotations
 
@@ -24,9 +23,7 @@ from cascader.reference.run import ReferenceError
 from cascader.reference.striped import StripedExecutor
 
 
-def _stats(s: DiffStats | None) -> dict | None:
-    if s is None:
-        return None
+def _stats(s: DiffStats) -> dict:
     data = s.to_json()
     del data["output"]
     return data
@@ -34,12 +31,11 @@ def _stats(s: DiffStats | None) -> dict | None:
 
 @dataclass(frozen=True)
 class OutputCheck:
-    """One model output over every sample: schedule vs reference (None when the schedule was
-    not executed), reference vs litert."""
+    """One model output over every sample: schedule vs reference, reference vs litert."""
 
     index: int
     shape: tuple[int, ...]
-    schedule_vs_reference: DiffStats | None
+    schedule_vs_reference: DiffStats
     reference_vs_litert: DiffStats
 
     def to_json(self) -> dict:
@@ -56,18 +52,16 @@ class Verification:
     samples: int
     outputs: tuple[OutputCheck, ...]
     point: Point
-    stripes: int  # NPU stripes executed per sample (0 when the schedule was not executed)
+    stripes: int  # NPU stripes executed per sample, over every NPU function
     seconds: dict[str, float]
     npu_functions: int
     host_ops: tuple[str, ...]  # TFLite operators run by litert, in execution order
-    not_executed: str | None = None  # why the schedule was not executed, if it was not
 
-    def max_abs_diff(self) -> dict[str, int | None]:
-        checked = [o.schedule_vs_reference for o in self.outputs]
+    def max_abs_diff(self) -> dict[str, int]:
         return {
-            "schedule_vs_reference": None
-            if self.not_executed
-            else max(s.max_abs_diff for s in checked if s is not None),
+            "schedule_vs_reference": max(
+                o.schedule_vs_reference.max_abs_diff for o in self.outputs
+            ),
             "reference_vs_litert": max(o.reference_vs_litert.max_abs_diff for o in self.outputs),
         }
 
@@ -83,8 +77,6 @@ class Verification:
                 "fits": self.point.fits,
                 "sram_used_bytes": self.point.schedule.sram_bytes,
                 "stripes": self.stripes,
-                "executed": self.not_executed is None,
-                "not_executed": self.not_executed,
             },
             "npu_functions": self.npu_functions,
             "host_ops": list(self.host_ops),
@@ -123,44 +115,30 @@ def verify_model(
     if options is not None:  # as `estimate` scores the point
         options = replace(options, cascade_region=memory.roles["cascade"])
     point = schedule_point(front, memory, options, proposal_region_bytes=proposal_region_bytes)
-    not_executed = None
-    executor = None
-    if len(functions) == 1:
-        executor = StripedExecutor(point.schedule)
-    else:
-        not_executed = (
-            f"{len(functions)} NPU functions; the striped executor runs one function's schedule"
-        )
+    executor = StripedExecutor(point.schedule)
     lap("build")
     rng = np.random.default_rng(seed)
-    runs: list[tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray] | None]] = []
+    runs: list[tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]] = []
     for _ in range(samples):
         inputs = random_inputs(model, rng)
         theirs = litert_outputs(model, inputs, kernels)
         lap("litert")
         ours = hybrid.run(inputs)
         lap("reference")
-        scheduled = None
-        if executor is not None:
-            scheduled = hybrid.run(inputs, lambda _, __, values: executor.run(values))
-            lap("schedule")
+        scheduled = hybrid.run(
+            inputs, lambda index, _, values: executor.run_function(index, values)
+        )
+        lap("schedule")
         runs.append((theirs, ours, scheduled))
-
-    def schedule_stats(k: int) -> DiffStats | None:
-        if executor is None:
-            return None
-        return diff_stats(k, [r[2][k] for r in runs], [r[1][k] for r in runs])
 
     outputs = tuple(
         OutputCheck(
             k,
             shape,
-            schedule_stats(k),
+            diff_stats(k, [r[2][k] for r in runs], [r[1][k] for r in runs]),
             diff_stats(k, [r[1][k] for r in runs], [r[0][k] for r in runs]),
         )
         for k, shape in enumerate(hybrid.output_shapes())
     )
-    stripes = executor.stripes_run // samples if executor is not None else 0
-    return Verification(
-        samples, outputs, point, stripes, seconds, len(functions), hybrid.host_ops, not_executed
-    )
+    stripes = executor.stripes_run // samples
+    return Verification(samples, outputs, point, stripes, seconds, len(functions), hybrid.host_ops)

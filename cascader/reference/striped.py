@@ -158,11 +158,6 @@ class StripedExecutor:
         self, schedule: Schedule, propagators: Mapping[int, Sequence[Propagator]] | None = None
     ) -> None:
         net = schedule.network
-        if len(net.functions) != 1:
-            raise StripeError(
-                f"{len(net.functions)} NPU functions: only a model that runs entirely on the "
-                "NPU executes striped"
-            )
         self.schedule = schedule
         self.net = net
         self.own = own_ops(net)
@@ -170,8 +165,14 @@ class StripedExecutor:
         self.propagators.update({k: list(v) for k, v in (propagators or {}).items()})
         self.alias = {p.output.id: p.inputs[0].id for p in net.graph.parts if p.in_line}
         self.alias.update(net.co_written)
+        self._function_of_tensor = {
+            tensor.id: net.function_of[part.id]
+            for part in net.graph.parts
+            for tensor in (part.output, *part.inputs)
+        }
         self.stripes_run = 0  # over every run
-        self._held: dict[int, _Held] = {}  # buffer index -> its memory, fresh per run
+        # buffer index -> its memory, fresh per run of the function whose tensor it holds
+        self._held: dict[int, _Held] = {}
         self._constants: dict[int, tuple[int, int]] = {}  # buffer -> output channels it holds
 
     def _root(self, tid: int) -> int:
@@ -180,41 +181,61 @@ class StripedExecutor:
         return tid
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """The function's outputs (its output order, 4-D) for inputs in its input order."""
-        function = self.net.functions[0]
+        """The outputs of a schedule of one NPU function (a model that runs entirely on the
+        NPU); `run_function` runs one function of several."""
+        if len(self.net.functions) != 1:
+            raise StripeError(
+                f"{len(self.net.functions)} NPU functions: run each with run_function"
+            )
+        return self.run_function(0, inputs)
+
+    def run_function(self, index: int, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """NPU function `index`'s outputs (its output order, 4-D) for inputs in its input
+        order: the host writes its graph inputs, its steps run in schedule order, the host
+        reads its outputs. The buffers of other functions keep what they hold, as the host
+        ops between functions leave the NPU's memory alone."""
+        function = self.net.functions[index]
         if len(inputs) != len(function.inputs):
             raise StripeError(f"{len(inputs)} inputs given, {len(function.inputs)} expected")
         given = dict(zip(function.inputs, inputs, strict=True))
-        self._held, self._constants = {}, {}
+        mine = {t for t, f in self._function_of_tensor.items() if f == index}
+        self._held = {k: v for k, v in self._held.items() if v.buffer.tensor not in mine}
+        self._constants = {
+            k: v for k, v in self._constants.items() if self.schedule.buffers[k].tensor not in mine
+        }
         graph = self.net.graph
-        passed = {}  # graph input tensor -> function input name
+        passed = {}  # the function's graph input tensor -> its input name
         for tensor in graph.input_tensors:
-            if tensor.is_constant:
+            if tensor.is_constant or tensor.id not in mine:
                 continue
             passed[tensor.id] = name = self.net.feature_map(tensor.id).name
-            index = self.schedule.tensor_buffer.get(self._root(tensor.id))
-            if index is None:
+            buffer = self.schedule.tensor_buffer.get(self._root(tensor.id))
+            if buffer is None:
                 continue
-            held = self._buffer(index)
+            held = self._buffer(buffer)
             whole = Box.whole(held.full)
             held.write(whole, whole.offset, np.asarray(given[name]).reshape(held.full))
         for step, item in enumerate(self.schedule.steps):
+            if self.net.function_of[item.part] != index:
+                continue
             if isinstance(item, Stripe):
                 self._stripe(step, item)
             else:
                 self._copy(step, item)
         outputs = {}
         for tensor in graph.output_tensors:
+            if tensor.id not in mine:
+                continue
             root = self._root(tensor.id)
             ofm = self.net.feature_map(tensor.id)
-            index = self.schedule.tensor_buffer.get(root)
-            if index is None and root in passed:  # the output is an input, reshaped
+            buffer = self.schedule.tensor_buffer.get(root)
+            if buffer is None and root in passed:  # the output is an input, reshaped
                 outputs[ofm.name] = np.asarray(given[passed[root]]).reshape(ofm.shape)
                 continue
-            if index is None:
+            if buffer is None:
                 raise StripeError(f"output {ofm.name}: no buffer holds it")
             where = f"output {ofm.name}"
-            outputs[ofm.name] = self._read(where, index, ofm.shape, Box.whole(ofm.shape), None)
+            outputs[ofm.name] = self._read(where, buffer, ofm.shape, Box.whole(ofm.shape), None)
         return [outputs[name] for name in function.outputs]
 
     def _buffer(self, index: int) -> _Held:

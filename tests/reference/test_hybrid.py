@@ -6,10 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from cascader.core.options import CascaderOptions
+from cascader.ethosu.memory import system_memory
 from cascader.flow.cascader_graph import model_npu_functions
+from cascader.flow.pipeline import Point, front_half, schedule_point
+from cascader.flow.schedule import Stripe
 from cascader.reference.hybrid import HostStep, HybridModel, NpuStep, run_model
 from cascader.reference.litert import litert_outputs, random_inputs
 from cascader.reference.run import ReferenceError, run_function
+from cascader.reference.striped import StripedExecutor, StripeError
 from cascader.testing.networks import CATALOGUE
 from cascader.testing.tflite_builder import ModelBuilder
 
@@ -107,6 +112,85 @@ def test_host_ops_compute_from_the_npu_results() -> None:
     (moved,) = hybrid.run(inputs, shifted)
     assert calls == [(0, [(1, 8, 8, 8)]), (1, [(1, 8, 8, 16)])]
     assert _max_diff([exact], [moved]) > 1
+
+
+_CASCADER = {
+    "striping": CascaderOptions(enable_striping=True),
+    "no-striping": CascaderOptions(enable_striping=False),
+    "multi-dimensional": CascaderOptions(
+        enable_striping=True, enable_multi_dimensional_striping=True
+    ),
+    "off": None,
+}
+
+
+def _point(model: bytes, mode: str, pool: str) -> Point:
+    """The point at 1 MiB, or at the smallest pool: what the schedule at 1 KiB needs."""
+    front = front_half(model, "ethos-u55-256")
+
+    def at(size: int) -> Point:
+        memory = system_memory("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram", size)
+        return schedule_point(front, memory, _CASCADER[mode])
+
+    return at(1 << 20 if pool == "1MiB" else at(1024).schedule.sram_bytes)
+
+
+@pytest.mark.parametrize("pool", ["smallest", "1MiB"])
+@pytest.mark.parametrize("mode", list(_CASCADER))
+@pytest.mark.parametrize("make", [_sandwich, _skip_around_host, _split_around_host])
+def test_each_function_of_one_schedule_runs_striped_and_equals_the_reference(
+    make, mode: str, pool: str
+) -> None:
+    """The schedule of several NPU functions runs function by function, host ops between
+    them on litert: bit for bit what the unscheduled reference gives."""
+    model = make()
+    point = _point(model, mode, pool)
+    assert point.fits and (point.cascade is not None) == (mode != "off")
+    hybrid = HybridModel(model, point.schedule.network.functions)
+    executor = StripedExecutor(point.schedule)
+    rng = np.random.default_rng(5)
+    for _ in range(2):
+        inputs = random_inputs(model, rng)
+        scheduled = hybrid.run(inputs, lambda i, _, values: executor.run_function(i, values))
+        assert _max_diff(scheduled, hybrid.run(inputs)) == 0
+    parts = sum(not p.in_line for p in point.schedule.network.graph.parts)
+    assert executor.stripes_run >= 2 * parts
+    if mode in ("striping", "multi-dimensional"):
+        assert executor.stripes_run > 2 * parts  # something was striped
+
+
+def test_functions_run_in_any_order_each_on_its_own_steps() -> None:
+    """The second function run first, then the first, then the second again: each run gives
+    what the reference gives, whatever ran before, and runs only its own stripes."""
+    model = _skip_around_host()
+    point = _point(model, "striping", "smallest")
+    schedule = point.schedule
+    hybrid = HybridModel(model, schedule.network.functions)
+    given: dict[int, list[np.ndarray]] = {}
+    returned: dict[int, list[np.ndarray]] = {}
+
+    def record(index, function, values):
+        given[index] = values
+        returned[index] = run_function(function, values)
+        return returned[index]
+
+    hybrid.run(random_inputs(model, np.random.default_rng(1)), record)
+    executor = StripedExecutor(schedule)
+    assert _max_diff(executor.run_function(1, given[1]), returned[1]) == 0
+    functions = [schedule.network.function_of[s.part] for s in schedule.steps
+                 if isinstance(s, Stripe)]  # fmt: skip
+    assert executor.stripes_run == functions.count(1) > 0
+    assert _max_diff(executor.run_function(0, given[0]), returned[0]) == 0
+    assert _max_diff(executor.run_function(1, given[1]), returned[1]) == 0
+    assert executor.stripes_run == len(functions) + functions.count(1)
+
+
+def test_run_asks_for_one_function_and_run_function_for_its_inputs() -> None:
+    executor = StripedExecutor(_point(_sandwich(), "striping", "1MiB").schedule)
+    with pytest.raises(StripeError, match="2 NPU functions: run each with run_function"):
+        executor.run([np.zeros((1, 8, 8, 8), np.int8)])
+    with pytest.raises(StripeError, match="2 inputs given, 1 expected"):
+        executor.run_function(1, [np.zeros((1, 8, 8, 16), np.int8)] * 2)
 
 
 @pytest.mark.parametrize(
