@@ -45,6 +45,7 @@ from ethosu.vela.api import (
 )
 from ethosu.vela.register_command_stream_util import BASE_PTR_INDEX_MEM2MEM
 
+from cascader.ethosu.core_split import core_shares
 from cascader.ethosu.perf import ScheduledOp
 from cascader.ethosu.vela_arch import default_arch, npu_accelerator
 from cascader.flow.npu_ops import (
@@ -69,7 +70,14 @@ from cascader.flow.schedule import (
     copy_box,
 )
 
-__all__ = ["Compiled", "FunctionStream", "encoded_weights", "generate"]
+__all__ = [
+    "Compiled",
+    "FunctionStream",
+    "core_bias_streams",
+    "core_weight_streams",
+    "encoded_weights",
+    "generate",
+]
 
 _ALIGN = 16
 _DTYPES = {
@@ -109,11 +117,30 @@ def _is_part_kernel_first(op: Conv2D) -> bool:
 _ENCODED: dict[tuple, bytes] = {}
 
 
+def _laid_out(streams: list[bytes]) -> bytes:
+    """Per-core streams end to end, each but the last padded so the next starts aligned."""
+    return b"".join(s + bytes(_aligned(len(s)) - len(s)) for s in streams[:-1]) + streams[-1]
+
+
+def core_weight_streams(accelerator: str, op: Conv2D, lo: int, hi: int, depth: int) -> list[bytes]:
+    """Vela's encoding of the weights of output channels [lo, hi) for OFM blocks `depth` deep,
+    one stream per active core."""
+    return [
+        _encoded_weights(accelerator, op, channels, core_depth)
+        for channels, core_depth in core_shares(accelerator, lo, hi, depth)
+    ]
+
+
 def encoded_weights(accelerator: str, op: Conv2D, lo: int, hi: int, depth: int) -> bytes:
-    """Vela's encoding of the weights of output channels [lo, hi), for OFM blocks `depth`
-    deep. Cached by content: the scheduler sizes buffers with it, codegen emits it, and a
-    sweep encodes the same slices again and again."""
-    weights = op.weights[lo:hi].astype(np.int16) - np.int16(op.weight_zero_point)
+    """The weights of output channels [lo, hi) as the NPU reads them: each core's stream in
+    core order, 16-byte aligned (a single core's is just Vela's encoding)."""
+    return _laid_out(core_weight_streams(accelerator, op, lo, hi, depth))
+
+
+def _encoded_weights(accelerator: str, op: Conv2D, channels: slice, depth: int) -> bytes:
+    """Cached by content: the scheduler sizes buffers with it, codegen emits it, and a sweep
+    encodes the same slices again and again."""
+    weights = op.weights[channels].astype(np.int16) - np.int16(op.weight_zero_point)
     key = (
         accelerator,
         hashlib.sha256(weights.tobytes()).hexdigest(),
@@ -148,11 +175,26 @@ def _encode(accelerator: str, op: Conv2D, weights: np.ndarray, depth: int) -> by
     return bytes(encoded)
 
 
-def _encoded_bias(op: Conv2D, lo: int, hi: int) -> bytes:
-    return b"".join(
-        bytes(npu_encode_bias(np.int64(b), int(m), int(s)))
-        for b, m, s in zip(op.biases[lo:hi], op.multipliers[lo:hi], op.shifts[lo:hi], strict=True)
-    )
+def core_bias_streams(accelerator: str, op: Conv2D, lo: int, hi: int, depth: int) -> list[bytes]:
+    """Vela's scale-bias encoding of output channels [lo, hi), one stream per active core."""
+    return [
+        b"".join(
+            bytes(npu_encode_bias(np.int64(b), int(m), int(s)))
+            for b, m, s in zip(
+                op.biases[channels], op.multipliers[channels], op.shifts[channels], strict=True
+            )
+        )
+        for channels, _ in core_shares(accelerator, lo, hi, depth)
+    ]
+
+
+def _core_ranges(region: int, address: int, streams: list[bytes]) -> list[NpuAddressRange]:
+    """Where each core's stream starts in a laid-out payload at `address`."""
+    ranges = []
+    for stream in streams:
+        ranges.append(NpuAddressRange(region, address, _aligned(len(stream))))
+        address += _aligned(len(stream))
+    return ranges
 
 
 class _ConstantPool:
@@ -371,11 +413,30 @@ class _Emitter:
         ]
 
     def constant_range(self, op: Conv2D, part: int, what: str, lo: int, hi: int):
-        if what == "weights":
-            depth = self.block_depth(part)
-            payload = encoded_weights(self.accelerator, op, lo, hi, depth)
-            return self.pool.add(("w", part, lo, hi, depth), payload)
-        return self.pool.add(("b", part, lo, hi), _encoded_bias(op, lo, hi))
+        return self.pool.add((what, part, lo, hi), _laid_out(self.streams(op, part, what, lo, hi)))
+
+    def streams(self, op: Conv2D, part: int, what: str, lo: int, hi: int) -> list[bytes]:
+        """The per-core streams of a part's weights or scale-bias for channels [lo, hi)."""
+        encode = core_weight_streams if what == "weights" else core_bias_streams
+        return encode(self.accelerator, op, lo, hi, self.block_depth(part))
+
+    def core_ranges(
+        self, op: Conv2D, stripe: Stripe, what: str, buffer: int
+    ) -> list[NpuAddressRange]:
+        """One address range per active core, read from the copy in `buffer` when there is
+        one, else from the constants."""
+        lo, hi = stripe.channels
+        streams = self.streams(op, stripe.part, what, lo, hi)
+        whole = self.constant_range(op, stripe.part, what, lo, hi)
+        if buffer < 0:
+            return _core_ranges(whole.region, whole.address, streams)
+        buf = self.buffers[buffer]
+        if whole.length > buf.size:
+            raise ScheduleError(
+                f"{op.name}: {what} of channels [{lo}, {hi}) take {whole.length} bytes, "
+                f"buffer {buffer} holds {buf.size}"
+            )
+        return _core_ranges(buf.region, buf.address, streams)
 
     def block_depth(self, part: int) -> int:
         """The OFM block depth of the part's stripes, which its weight encoding depends on."""
@@ -406,17 +467,8 @@ class _Emitter:
                     else NpuBlockTraversal.DEPTH_FIRST
                 )
             npu.kernel = _kernel(op)
-            lo, hi = stripe.channels
-            weights = self.constant_range(op, stripe.part, "weights", lo, hi)
-            bias = self.constant_range(op, stripe.part, "scale_bias", lo, hi)
-            if stripe.weights_buffer >= 0:
-                buf = self.buffers[stripe.weights_buffer]
-                weights = NpuAddressRange(buf.region, buf.address, weights.length)
-            if stripe.bias_buffer >= 0:
-                buf = self.buffers[stripe.bias_buffer]
-                bias = NpuAddressRange(buf.region, buf.address, bias.length)
-            npu.weights = [weights]
-            npu.biases = [bias]
+            npu.weights = self.core_ranges(op, stripe, "weights", stripe.weights_buffer)
+            npu.biases = self.core_ranges(op, stripe, "scale_bias", stripe.bias_buffer)
             npu.ifm_upscale = _UPSCALE[op.upscale]
         elif isinstance(op, Pooling):
             npu = NpuPoolingOperation(_POOL[op.pool_type])
@@ -538,8 +590,6 @@ class _Emitter:
 def generate(schedule: Schedule, accelerator: str, command_streams: bool = True) -> Compiled:
     """Vela API operations for every step of `schedule`, per NPU function; with
     `command_streams` also each function's register command stream and driver payload."""
-    if default_arch(accelerator).ncores != 1:
-        raise ScheduleError(f"{accelerator}: multi-core weight encoding is not supported")
     emitter = _Emitter(schedule, accelerator)
     net = schedule.network
     streams: dict[int, FunctionStream] = {}

@@ -3,31 +3,45 @@ Vela's command-stream generator accepts it, and equal inputs give equal bytes.""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from ethosu.vela import compiler_driver, model_reader, scheduler
 from ethosu.vela.api import (
     NpuBlockOperation,
     NpuConv2DOperation,
     NpuDmaOperation,
     NpuElementWiseOperation,
 )
+from ethosu.vela.high_level_command_stream import NpuStripe
 from ethosu.vela.register_command_stream_util import BASE_PTR_INDEX_MEM2MEM
+from ethosu.vela.weight_compressor import WeightKey
 
 from cascader.core.options import CascaderOptions
-from cascader.ethosu.codegen import encoded_weights, generate
+from cascader.ethosu.codegen import (
+    core_bias_streams,
+    core_weight_streams,
+    encoded_weights,
+    generate,
+)
 from cascader.ethosu.memory import system_memory
 from cascader.ethosu.perf import evaluate
+from cascader.ethosu.vela_arch import system_arch
+from cascader.ethosu.vela_baseline import fresh_vela_state
 from cascader.flow.frontend import load_tflite
+from cascader.flow.npu_ops import Conv2D
 from cascader.flow.pipeline import compile_model, front_half, schedule_point
-from cascader.flow.schedule import Stripe
-from cascader.testing.networks import CATALOGUE
+from cascader.flow.schedule import ScheduleError, Stripe
+from cascader.testing.networks import CATALOGUE, single_op_model
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
+U65 = ("Ethos_U65_High_End", "Dedicated_Sram")
 
 
 @pytest.fixture(scope="module")
@@ -149,3 +163,111 @@ def test_conv_traversal_matches_the_weight_encoding(cascaded) -> None:
     assert {o.block_traversal.name for o in convs} <= {"DEPTH_FIRST", "PART_KERNEL_FIRST"}
     first = convs[0]  # 3 input channels: Vela always traverses part-kernel first
     assert first.ifm.shape.depth == 3 and first.block_traversal.name == "PART_KERNEL_FIRST"
+
+
+def _vela_core_streams(model: Path, accelerator: str) -> list[tuple[int, int, int, list, list]]:
+    """Per weight stripe of Vela's own legacy-core compile: its output channels [lo, hi), OFM
+    block depth, and each core's encoded weights and scale-bias as Vela laid them out."""
+    arch = system_arch(accelerator, *U65, 256 * 1024)
+    options = scheduler.SchedulerOptions(
+        scheduler.OptimizationStrategy.Performance, arch.arena_cache_size, False
+    )
+    fresh_vela_state()
+    with contextlib.redirect_stdout(io.StringIO()):
+        nng, kind = model_reader.read_model(str(model), model_reader.ModelReaderOptions())
+        compiler_driver.compiler_driver(
+            nng, arch, compiler_driver.CompilerOptions(), options, kind, ""
+        )
+    found = []
+    for sg in nng.subgraphs:
+        for cmd in sg.high_level_command_stream:
+            if not isinstance(cmd, NpuStripe) or cmd.weight_tensor is None:
+                continue
+            source = cmd.weight_tensor.src_tensor or cmd.weight_tensor
+            lo, hi = cmd.weight_box.start_coord[-1], cmd.weight_box.end_coord[-1]
+            weights, biases = [], []
+            for core in range(arch.ncores):
+                r = source.encoded_ranges[WeightKey(core, lo)]
+                start = r.offset + r.weight_offset
+                weights.append(bytes(source.buffer[start : start + r.weight_bytes]))
+                biases.append(bytes(source.buffer[r.offset : r.offset + r.scale_bytes]))
+            found.append((lo, hi, cmd.block_config[3], weights, biases))
+    return found
+
+
+@pytest.mark.parametrize(
+    ("kind", "params"),
+    [
+        ("CONV_2D", {"shape": (1, 16, 16, 24), "filters": 40}),
+        ("CONV_2D", {"shape": (1, 32, 32, 3), "filters": 37}),  # part-kernel first, odd depth
+        ("DEPTHWISE_CONV_2D", {"shape": (1, 16, 16, 40)}),
+    ],
+)
+def test_per_core_encoding_matches_velas_own_ethos_u65_512_compile(
+    tmp_path: Path, kind: str, params: dict
+) -> None:
+    model = tmp_path / "op.tflite"
+    model.write_bytes(single_op_model(kind, **params))
+    (op,) = [o for o in front_half(load_tflite(model), "ethos-u65-512").network.ops
+             if isinstance(o, Conv2D)]  # fmt: skip
+    stripes = _vela_core_streams(model, "ethos-u65-512")
+    assert stripes
+    for lo, hi, depth, weights, biases in stripes:
+        assert core_weight_streams("ethos-u65-512", op, lo, hi, depth) == weights
+        assert core_bias_streams("ethos-u65-512", op, lo, hi, depth) == biases
+
+
+def _u65_compiled(model, accelerator: str):
+    front = front_half(model, accelerator)
+    memory = system_memory(accelerator, *U65, 256 * 1024)
+    point = schedule_point(front, memory, CascaderOptions(enable_striping=True))
+    return point, generate(point.schedule, accelerator)
+
+
+def test_ethos_u65_512_reads_one_weight_and_bias_range_per_core(tmp_path: Path) -> None:
+    model = tmp_path / "conv.tflite"
+    model.write_bytes(single_op_model("CONV_2D", shape=(1, 32, 32, 16), filters=48))
+    point, compiled = _u65_compiled(load_tflite(model), "ethos-u65-512")
+    convs = [o for f in compiled.functions for o in f.operations
+             if isinstance(o, NpuConv2DOperation)]  # fmt: skip
+    assert convs
+    for conv in convs:
+        assert len(conv.weights) == len(conv.biases) == 2
+        for ranges in (conv.weights, conv.biases):
+            first, second = ranges
+            assert first.address % 16 == 0 and first.length % 16 == 0
+            assert second.address == first.address + first.length  # laid out end to end
+    copies = [o for f in compiled.functions for o in f.operations
+              if isinstance(o, NpuDmaOperation)]  # fmt: skip
+    by_dest = {(d.dest.region, d.dest.address): d.src.length for d in copies}
+    for conv in convs:
+        for ranges in (conv.weights, conv.biases):
+            copied = by_dest.get((ranges[0].region, ranges[0].address))
+            if copied is not None:  # a copy into SRAM holds both cores' streams
+                assert copied >= sum(r.length for r in ranges)
+    again = generate(point.schedule, "ethos-u65-512")
+    assert [f.command_stream for f in again.functions] == [
+        f.command_stream for f in compiled.functions
+    ]
+    assert again.constants == compiled.constants
+    dual = evaluate(compiled.scheduled_ops, point.memory).total_cycles
+    single_point, single = _u65_compiled(load_tflite(model), "ethos-u65-256")
+    assert dual < evaluate(single.scheduled_ops, single_point.memory).total_cycles
+
+
+@pytest.mark.xfail(
+    raises=ScheduleError,
+    strict=True,
+    reason="cascader/flow/schedule.py sizes scale-bias buffers as 10 bytes a channel; two "
+    "cores need core_split.scale_bias_bytes (each core's stream 16-byte aligned)",
+)
+def test_example_compiles_for_ethos_u65_512_byte_identically_and_faster() -> None:
+    point, compiled = _u65_compiled(load_tflite(EXAMPLE), "ethos-u65-512")
+    again = generate(point.schedule, "ethos-u65-512")
+    assert all(f.command_stream for f in compiled.functions)
+    assert [f.command_stream for f in again.functions] == [
+        f.command_stream for f in compiled.functions
+    ]
+    dual = evaluate(compiled.scheduled_ops, point.memory).total_cycles
+    single_point, single = _u65_compiled(load_tflite(EXAMPLE), "ethos-u65-256")
+    assert dual < evaluate(single.scheduled_ops, single_point.memory).total_cycles
