@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from scipy.stats import spearmanr
@@ -81,8 +82,28 @@ def layer_matches(schedule: VelaSchedule, report: PerfReport) -> list[tuple[str,
     return pairs
 
 
+@dataclass(frozen=True)
+class Correlation:
+    """Spearman's rho over `count` proposals, and how far apart the proposals are for each
+    side (largest / smallest cycles - 1): a rho over near-ties (a spread of a few percent)
+    ranks noise, not schedules."""
+
+    rho: float
+    count: int
+    cascader_spread: float
+    evaluator_spread: float
+
+    def __str__(self) -> str:
+        return (f"{self.rho:.3f} (n={self.count}; spread {self.cascader_spread:.0%} / "
+                f"{self.evaluator_spread:.0%})")  # fmt: skip
+
+
+def _spread(values: list[float]) -> float:
+    return max(values) / min(values) - 1 if values and min(values) > 0 else float("nan")
+
+
 def proposal_correlation(front: Front, accelerator: str, system: str, mode: str,
-                         samples: int) -> tuple[float, int]:  # fmt: skip
+                         samples: int) -> Correlation:  # fmt: skip
     """Spearman's rho between the cascader's cycles and the evaluator's for the scheduled
     proposal, over the distinct proposals of cascader runs at several pool sizes, striping on
     and off (one run only keeps a Pareto front, often a handful), at most `samples` of them
@@ -108,9 +129,8 @@ def proposal_correlation(front: Front, accelerator: str, system: str, mode: str,
         compiled = generate(schedule, accelerator, command_streams=False)
         ours.append(evaluate(compiled.scheduled_ops, memory).total_cycles)
         theirs.append(proposal.cycles)
-    if len(ours) < 3:
-        return float("nan"), len(ours)
-    return float(spearmanr(theirs, ours).statistic), len(ours)
+    rho = float(spearmanr(theirs, ours).statistic) if len(ours) >= 3 else float("nan")
+    return Correlation(rho, len(ours), _spread(theirs), _spread(ours))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,8 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{ratio:.3f} ({report.total_cycles / 1e3:.0f}k / "
                 f"{vela.vela.cycles_total / 1e3:.0f}k; {within}/{len(pairs)})"
             )
-            rho, count = proposal_correlation(front, *config, args.samples)
-            rhos[path.stem, label] = f"{rho:.3f} (n={count})"
+            rhos[path.stem, label] = str(proposal_correlation(front, *config, args.samples))
             print(f"{path.stem} {label}: {totals[path.stem, label]}, rho {rhos[path.stem, label]}"
                   f" [{time.perf_counter() - start:.0f} s]", file=sys.stderr)  # fmt: skip
             if args.top:
@@ -169,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {path.stem} | " + " | ".join(totals.get((path.stem, lb), "-") for lb in labels)
               + " |")  # fmt: skip
     print("\nSpearman's rho, cascader cycles vs evaluator cycles over the proposals of "
-          "cascader runs at 64 KiB..2 MiB pools, striping on and off\n")  # fmt: skip
+          "cascader runs at 64 KiB..2 MiB pools, striping on and off (spread: largest / "
+          "smallest cycles - 1, cascader / evaluator)\n")  # fmt: skip
     print("| model | " + " | ".join(labels) + " |")
     print("|---|" + "---|" * len(labels))
     for path in paths:

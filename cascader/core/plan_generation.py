@@ -272,6 +272,24 @@ def _never(config: TensorConfig) -> bool:
     return False
 
 
+def _cull_closed(entries: list[tuple], options: CascaderOptions) -> list[tuple]:
+    """Closed plan candidates culled per home of their output tensor. A tensor that may
+    live in two regions (U65: the SRAM and the DRAM arena) needs plans writing it to each:
+    its consumers' plans read it from one home, and a proposal only joins plans that agree,
+    so one Pareto front across both homes could keep only plans no consumer can join. With
+    one home per tensor (the original's setting) this is the original's single cull."""
+    by_home: dict[str, list[tuple]] = {}
+    for entry in entries:
+        plan, join = entry[2], entry[3]
+        output = (plan if join is None else join).output_config
+        by_home.setdefault(output.home_region, []).append(entry)
+    return [
+        kept
+        for group in by_home.values()
+        for kept in cull_plans(group, options.max_closed_plans, options.disable_pareto_plans)
+    ]
+
+
 def generate_graph_plans(ctx: PlanContext) -> dict[int, list[Plan]]:
     """Closed plans per part group (bitmask), Pareto culled. Parts are visited in reverse
     topological order; each part's single plans either stand alone (BOUNDARY output) or merge
@@ -339,11 +357,10 @@ def generate_graph_plans(ctx: PlanContext) -> dict[int, list[Plan]]:
                     entries.append((memory + join_memory, cycles + join_cycles, plan, join))
         for group, by_open in buckets.items():
             for open_configs, entries in by_open.items():
-                kept = cull_plans(
-                    entries,
-                    options.max_open_plans if open_configs else options.max_closed_plans,
-                    options.disable_pareto_plans,
-                )
+                if open_configs:
+                    kept = cull_plans(entries, options.max_open_plans, options.disable_pareto_plans)
+                else:
+                    kept = _cull_closed(entries, options)
                 plans = [
                     plan
                     if join is None

@@ -20,7 +20,11 @@ class _PlanUse:
         self.boundary = frozenset(boundary)
         self.overrides = {c.tensor.id: c for c in boundary if c.home_region == cascade}
         self.out_tensor = plan.output_config.tensor.id
-        self.homes = [(c.tensor.id, c.home_region) for c in boundary]
+        # One home per tensor, the plan's last word on it: a part's plan also carries the
+        # output configs tried before its own (the original's accumulation), which home the
+        # same tensor elsewhere when it may live in two regions (U65: SRAM and the DRAM
+        # arena) and would otherwise make the plan incompatible with every proposal.
+        self.homes = tuple({c.tensor.id: c.home_region for c in boundary}.items())
         touched = {c.tensor.id: c.tensor.size for c in boundary}
         touched[self.out_tensor] = plan.output_config.tensor.size
         self.touched = tuple(touched.items())

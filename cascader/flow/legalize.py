@@ -41,7 +41,7 @@ from cascader.flow.npu_ops import (
     UnaryElementwise,
 )
 from cascader.flow.partition import CODEGEN
-from cascader.flow.resize import ResizeNotSupported, legalize_resize
+from cascader.flow.resize import legalize_resize
 from cascader.flow.softmax import legalize_softmax
 from cascader.flow.transpose_conv import transpose_conv_geometry
 
@@ -161,6 +161,7 @@ def _conv_like(c: _Composite) -> Conv2D:
     w_scales = np.ravel(c.const(weight_dq.args[1])).astype(np.float64)
     w_zp = int(np.ravel(c.const(weight_dq.args[2]))[0])
     upscale = "NONE"
+    kind = c.kind
     ifm_expr = c.resolve(ifm_dq.args[0])
     if c.kind == "fully_connected":
         weights = raw.reshape(raw.shape[0], 1, 1, raw.shape[1])  # (O, I) -> OHWI
@@ -170,6 +171,7 @@ def _conv_like(c: _Composite) -> Conv2D:
         weights, kernel, padding, upscale = transpose_conv_geometry(
             raw, strides, _shape(ifm_expr), _shape(quantize)
         )
+        kind = "conv2d"
     else:
         conv = c.call("nn.conv2d")
         # conv2d weights arrive HWIO (a depthwise conv over one input channel is a conv2d
@@ -178,6 +180,9 @@ def _conv_like(c: _Composite) -> Conv2D:
             weights = np.transpose(raw.reshape(_shape(conv.args[1])), (3, 0, 1, 2))
         else:
             weights = raw.transpose(3, 1, 2, 0)
+            ifm_channels = _shape(ifm_expr)[3]
+            if weights.shape[0] != ifm_channels:
+                weights, kind = _multiplier_as_conv(weights, ifm_channels), "conv2d"
         kernel = _kernel(weights.shape[1:3], conv.attrs.strides, conv.attrs.dilation)
         padding = _padding(conv.attrs.padding)
     channels = weights.shape[0]
@@ -191,7 +196,7 @@ def _conv_like(c: _Composite) -> Conv2D:
     shifts = np.array([p[1] for p in pairs], np.int32)
     return Conv2D(
         name=c.out_name,
-        kind="conv2d" if c.kind == "transpose_conv2d" else c.kind,
+        kind=kind,
         ifm=_tensor(c.input_name(ifm_dq), ifm_expr, ifm_q),
         ofm=_tensor(c.out_name, quantize, ofm_q),
         kernel=kernel,
@@ -204,6 +209,17 @@ def _conv_like(c: _Composite) -> Conv2D:
         activation=_int8_clamp(c),
         upscale=upscale,
     )
+
+
+def _multiplier_as_conv(depthwise: np.ndarray, ifm_channels: int) -> np.ndarray:
+    """A depthwise kernel with depth multiplier M (OFM channel o reads IFM channel o // M) as
+    the OHWI kernel of a full convolution whose other input channels weigh zero: the same
+    integer sums on an NPU op, so the depthwise runs on the NPU as it does under Vela 5.2."""
+    channels, kh, kw, _ = depthwise.shape
+    outputs = np.arange(channels)
+    dense = np.zeros((channels, kh, kw, ifm_channels), depthwise.dtype)
+    dense[outputs, :, :, outputs // (channels // ifm_channels)] = depthwise[..., 0]
+    return dense
 
 
 def _unpermuted(c: _Composite, expr: relax.Expr) -> relax.Expr:
@@ -437,12 +453,9 @@ def _resize(c: _Composite, quant_of: dict[str, Quant]) -> list[NpuOp]:
     else:
         _, ifm = _int8_input(c, quant_of)
         ofm = _tensor(c.out_name, resize, ifm.quant)
-    try:
-        return legalize_resize(
-            c.out_name, ifm, ofm, bilinear, mode == "align_corners", mode == "half_pixel"
-        )
-    except ResizeNotSupported as e:
-        raise LegalizeError(f"{c.kind}: {e} has no NPU primitive op yet") from e
+    return legalize_resize(
+        c.out_name, ifm, ofm, bilinear, mode == "align_corners", mode == "half_pixel"
+    )
 
 
 def _legalize_composite(c: _Composite, quant_of: dict[str, Quant]) -> list[NpuOp]:

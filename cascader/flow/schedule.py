@@ -38,6 +38,7 @@ from cascader.core.part import BufferMode
 from cascader.core.proposal import Proposal
 from cascader.core.stripe_config import StripeConfig
 from cascader.core.tensor_config import TensorConfig, TensorConfigState
+from cascader.ethosu.core_split import scale_bias_bytes
 from cascader.ethosu.device import get_device
 from cascader.ethosu.memory import SystemMemory
 from cascader.ethosu.npu_op import NpuOpDescription
@@ -55,7 +56,7 @@ from cascader.flow.npu_ops import (
     NpuTensor,
     Pooling,
 )
-from cascader.flow.te import BRICK, as_feature_maps, dilated_kernel
+from cascader.flow.te import BRICK, SCALE_BIAS_BYTES, as_feature_maps, dilated_kernel
 
 __all__ = [
     "Box",
@@ -715,6 +716,12 @@ class _Builder:
                     out_buf = self.whole_tensor(part.output.id, plan.outputs[pid].area)
                     out_origin = (0, 0, 0, 0)
                 self.touch(out_buf)
+                # The copies above were appended after the inputs were touched: the inputs
+                # must stay live through the stripe itself, not just its copies, or the
+                # allocator may place the output over them.
+                for _, buf, _ in ifm_refs:
+                    if buf >= 0:
+                        self.touch(buf)
                 self.steps.append(
                     Stripe(
                         pid,
@@ -793,12 +800,15 @@ class _Builder:
 
     def _constant_bytes(self, pid: int, slot: int, ofm_boxes: list[Box]) -> int:
         """The largest encoded weights (slot 1) or scale-bias (slot 2) of any stripe's output
-        channel range."""
+        channel range (a multi-core NPU aligns each core's scale-bias stream)."""
         depth = self.block_of(pid)[2]
         sizes = []
         for box in dict.fromkeys((b.start[3], b.end[3]) for b in ofm_boxes):
             lo, hi = box
-            sizes.append(self.encoded_size(pid, lo, hi, depth) if slot == 1 else 10 * (hi - lo))
+            if slot == 1:
+                sizes.append(self.encoded_size(pid, lo, hi, depth))
+            else:
+                sizes.append(scale_bias_bytes(self.memory.accelerator, lo, hi, depth))
         return max(sizes)
 
     def _choose_blocks(self, plan: _Plan, required_by_stripe: list[dict[int, Box]]) -> None:
@@ -1035,6 +1045,24 @@ def _vela_block(op: NpuOp, shape: tuple[int, ...], accelerator: str) -> tuple[in
     return height, width, max(depths)
 
 
+def _reads_weights_in_place(
+    op: NpuOp, memory: SystemMemory, encoded_size: EncodedSize, part: int, free_bytes: int
+) -> bool:
+    """Whether Vela's scheduler leaves a convolution's weights where they are instead of
+    DMA-copying them into the fast storage first (`Scheduler.propose_weight_buffering`):
+    always for a fully connected layer (its weights are read once); when the constants
+    already live in the fast storage (Sram_Only); and when their encoding does not fit the
+    SRAM the op's feature maps leave free (`free_bytes`; encoded for 16-deep blocks, the
+    OFM split depth, since the block config is chosen later)."""
+    if not isinstance(op, Conv2D):
+        return False
+    if op.kind == "fully_connected" or memory.roles["constants"] == memory.roles["cascade"]:
+        return True
+    depth = op.ofm.shape[3]
+    weights = encoded_size(part, 0, depth, ArchitectureFeatures.OFMSplitDepth)
+    return _align(weights) + _align(SCALE_BIAS_BYTES * depth) > free_bytes
+
+
 def _feature_inputs(op: NpuOp) -> tuple[NpuTensor, ...]:
     return (op.ifm, op.ifm2) if isinstance(op, BinaryElementwise) else (op.ifm,)
 
@@ -1130,23 +1158,35 @@ def layer_by_layer_schedule(
     """The copy-constants schedule: every op whole, in model order, its feature maps in the
     `feature_maps` role's area ("io": Vela's arena; "cascade": the SRAM, graph inputs and
     outputs staying in the arena), its weights and scale-bias copied into the cascade area
-    right before it."""
+    right before it where Vela's scheduler would buffer them (`_reads_weights_in_place`),
+    read in place otherwise."""
     builder = _Builder(net, memory, encoded_size, blocks)
     graph = net.graph
     area = memory.roles[feature_maps]
+
+    def home_of(tid: int) -> str:
+        return memory.roles["io"] if builder.root(tid) in builder.graph_io else area
+
     plans = []
     for part in reversed(graph.parts):
         if part.in_line:
             continue
         op = net.ops[part.id]
+        free = memory.sram_bytes - sum(
+            feature_map_bytes(*builder.tensor_shape(t.id))
+            for t in [*part.inputs, part.output]
+            if not t.is_constant and home_of(t.id) == memory.roles["cascade"]
+        )
+        in_place = _reads_weights_in_place(op, memory, encoded_size, part.id, free)
         placements = {}
         for slot, tensor in enumerate(part.inputs):
-            if tensor.is_constant:
+            if tensor.is_constant and in_place:
+                placements[part.id, slot] = _Placement("tensor", memory.roles["constants"])
+            elif tensor.is_constant:
                 placements[part.id, slot] = _Placement("window", memory.roles["cascade"], True)
             else:
-                home = memory.roles["io"] if builder.root(tensor.id) in builder.graph_io else area
-                placements[part.id, slot] = _Placement("tensor", home)
-        home = memory.roles["io"] if builder.root(part.output.id) in builder.graph_io else area
+                placements[part.id, slot] = _Placement("tensor", home_of(tensor.id))
+        home = home_of(part.output.id)
         whole = StripeConfig(part.output.shape, part.output.shape, part.output.shape,
                              (0,) * len(part.output.shape), (1,) * len(part.output.shape),
                              (0,) * len(part.output.shape))  # fmt: skip

@@ -57,8 +57,9 @@ def weight_sums_fit(weights_ohwi: np.ndarray, zero_point: int = 0) -> bool:
 
 
 def depth_multiplier_fits(ifm_channels: int, ofm_channels: int) -> bool:
-    """Depthwise: multiplier 1, or a single IFM channel spread over all OFM channels."""
-    return ofm_channels == ifm_channels or ifm_channels == 1
+    """Depthwise: any whole depth multiplier. Vela 5.2 runs multipliers > 1 over several IFM
+    channels on the NPU too (its Python checker only allowed a single IFM channel)."""
+    return ofm_channels % ifm_channels == 0
 
 
 def max_pool_kernel_fits(kernel_hw: Shape) -> bool:

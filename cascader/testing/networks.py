@@ -106,6 +106,14 @@ def single_op_model(kind: str, seed: int = 0, **params: Any) -> bytes:
 
 
 # ------------------------------------------------------------------------ compositions
+def host_op(b: ModelBuilder, x: Tensor) -> Tensor:
+    """An operator that Vela 5.2 and our partition both leave on the CPU (a 3x nearest
+    resize), then a 3x3/3 max pool on the NPU that gives back `x`'s shape and values: the
+    way tests put a host op between NPU operators."""
+    _, height, width, _ = x.shape
+    return b.max_pool2d(b.resize_nearest_neighbor(x, (3 * height, 3 * width)), pool=3)
+
+
 def chain(seed: int = 0) -> ModelBuilder:
     """A straight line: explicit PAD, strided conv, depthwise, pointwise, pooling, classifier."""
     b = ModelBuilder(seed, name="chain")

@@ -1,5 +1,5 @@
 """Legalization beyond one-op-per-composite: block copies (concatenate, split, strided_slice,
-pad) and Vela's MEAN rewrite."""
+pad), Vela's MEAN and RESIZE rewrites, depthwise convolutions with a depth multiplier."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from cascader.flow.legalize import legalize
 from cascader.flow.mean import mean_multiplier
 from cascader.flow.npu_ops import BinaryElementwise, Conv2D, Identity, Pooling, Quant
 from cascader.flow.partition import host_ops, partition_for_ethosu
+from cascader.reference.litert import compare_with_litert
+from cascader.testing.networks import single_op_model
 
 X = act("x", (1, 8, 8, 4), 0.05, -3)
 I32 = np.int32
@@ -255,7 +257,37 @@ def test_nearest_align_corners_picks_a_tap_with_a_depthwise_conv():
     assert conv.weights.sum() == 4 and conv.weights[:, 1, 1, 0].tolist() == [1] * 4
 
 
+def test_half_pixel_bilinear_is_a_depthwise_conv_per_output_phase_over_the_edge_padded_ifm():
+    ops = _legalized(_resize_model("RESIZE_BILINEAR", (3, 5), (6, 10), half_pixel=True)).ops
+    convs = [op for op in ops if isinstance(op, Conv2D)]
+    assert [c.ifm_offset for c in convs] == [(0, a, b, 0) for a in (0, 1) for b in (0, 1)]
+    assert all(c.ifm.shape == (1, 5, 7, 4) and c.ifm_region == (1, 4, 6, 4) for c in convs)
+    assert all(c.kind == "depthwise_conv2d" and c.ifm.quant.zero_point == 0 for c in convs)
+    assert convs[0].weights[0, :, :, 0].tolist() == [[2, 6], [6, 18]]
+    assert {int(c.weights.sum()) for c in convs} == {32 * 4}
+    assert ops[-1].operator == "RESHAPE" and ops[-1].ifm.shape == (1, 3, 10, 8)
+
+
+@pytest.mark.parametrize(
+    ("in_hw", "out_q"), [((3, 5), (0.05, -3)), ((8, 2), (0.05, 100)), ((4, 4), (0.07, 9))]
+)
+def test_half_pixel_bilinear_matches_litert_bit_exactly(in_hw, out_q):
+    out_hw = (2 * in_hw[0], 2 * in_hw[1])
+    buf = _resize_model("RESIZE_BILINEAR", in_hw, out_hw, half_pixel=True, out_q=out_q)
+    (stats,) = compare_with_litert(buf, samples=3, kernels="reference")
+    assert stats.max_abs_diff == 0, stats
+
+
 def test_resize_from_1x1_broadcasts_by_adding_zeros():
     (add,) = _legalized(_resize_model("RESIZE_BILINEAR", (1, 1), (8, 8))).ops
     assert isinstance(add, BinaryElementwise) and add.operator == "ADD"
     assert add.ifm_scalar == 0 and add.ifm2.shape == (1, 1, 1, 4)
+
+
+def test_depth_multiplier_is_a_conv_reading_one_ifm_channel_per_ofm_channel():
+    buf = single_op_model("DEPTHWISE_CONV_2D", shape=(1, 6, 6, 3), depth_multiplier=4)
+    (conv,) = _legalized(buf).ops
+    assert isinstance(conv, Conv2D) and conv.kind == "conv2d"
+    assert conv.weights.shape == (12, 3, 3, 3) and conv.ofm.shape == (1, 6, 6, 12)
+    reads = np.abs(conv.weights.astype(np.int64)).sum(axis=(1, 2)) > 0  # (OFM, IFM channel)
+    np.testing.assert_array_equal(reads, np.repeat(np.eye(3, dtype=bool), 4, axis=0))

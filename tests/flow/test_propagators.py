@@ -19,7 +19,6 @@ from cascader.reference.run import op_reads
 from cascader.testing.networks import CATALOGUE, single_op_model
 from cascader.testing.shared import shared_dir
 
-_NOT_ON_NPU = {"DEPTHWISE_CONV_2D-multiplier2", "RESIZE_BILINEAR-half-pixel"}
 _EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 _SHARED = (
     "ad_autoencoder",
@@ -105,7 +104,7 @@ def _check(name: str) -> int:
     return checked
 
 
-@pytest.mark.parametrize("case", sorted(set(CATALOGUE) - _NOT_ON_NPU))
+@pytest.mark.parametrize("case", sorted(CATALOGUE))
 def test_builder_case_propagators_cover_what_each_stripe_reads(case: str) -> None:
     assert _check(case) > 0
 

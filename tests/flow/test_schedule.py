@@ -82,7 +82,7 @@ def check_schedule(schedule: Schedule) -> None:
     for t in graph.input_tensors:
         if not t.is_constant and roots[t.id] in schedule.tensor_buffer:
             held[schedule.tensor_buffer[roots[t.id]]][...] = True
-    for step in schedule.steps:
+    for index, step in enumerate(schedule.steps):
         if isinstance(step, Copy):
             if step.what == "feature_map":
                 assert held[step.source][_slice(step.box)].all(), step
@@ -101,6 +101,8 @@ def check_schedule(schedule: Schedule) -> None:
             assert box == boxes[slot]
             assert schedule.buffers[buf].tensor == roots[part.inputs[slot].id]
             assert held[buf][_slice(box)].all(), (op.name, slot, box)
+            # live while the stripe reads it, so no buffer allocated meanwhile overlaps it
+            assert schedule.buffers[buf].first <= index <= schedule.buffers[buf].last
         if step.weights_buffer >= 0:
             lo, hi = step.channels
             assert copied[step.weights_buffer] == (step.part, "weights", Box((lo,), (hi - lo,)))
@@ -284,10 +286,10 @@ def test_u65_copies_feature_maps_into_sram_stripe_by_stripe() -> None:
 
 
 def _two_functions() -> bytes:
-    """conv -> depthwise with multiplier 2 (host) -> conv: two NPU functions."""
+    """conv -> strided slice over channels (host) -> conv: two NPU functions."""
     b = ModelBuilder(0, name="two_functions")
     x = b.conv2d(b.input((1, 16, 16, 8)), 8, kernel=3, activation="RELU")
-    x = b.depthwise_conv2d(x, kernel=3, depth_multiplier=2)
+    x = b.strided_slice(x, [0, 0, 0, 0], [1, 16, 16, 8], [1, 1, 1, 2])
     b.output(b.conv2d(x, 8, kernel=1))
     return b.build()
 
@@ -310,3 +312,67 @@ def test_host_ops_split_the_schedule_into_functions(options) -> None:
         assert buf.last >= (last_of_first if function == 0 else len(schedule.steps) - 1)
     compiled = generate(schedule, U55[0])
     assert len(compiled.functions) == 2
+
+
+@pytest.mark.parametrize(
+    "system",
+    [U55, U65, ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Sram_Only")],
+    ids=["u55-shared", "u65-dedicated", "u55-sram-only"],
+)
+def test_layer_by_layer_buffers_weights_where_vela_does(system) -> None:
+    """Vela's scheduler reads a fully connected layer's weights in place and every op's in
+    place when the constants already live in the fast storage; other convolutions' weights
+    are DMA-copied into the SRAM first."""
+    front = front_half(CATALOGUE["chain"]().build(), system[0])
+    memory = system_memory(*system, 256 * 1024)
+    schedule = layer_by_layer_schedule(front.network, memory, _sizer(front, system[0]))
+    check_schedule(schedule)
+    check_allocation(schedule)
+    ops = front.network.ops
+    copied = {c.part for c in schedule.steps if isinstance(c, Copy) and c.what == "weights"}
+    weighted = {s.part for s in schedule.steps if isinstance(s, Stripe) and s.channels}
+    fully_connected = {p for p in weighted if ops[p].kind == "fully_connected"}
+    assert fully_connected and not copied & fully_connected
+    if memory.roles["constants"] == memory.roles["cascade"]:
+        assert not copied
+    else:
+        assert copied == weighted - fully_connected
+    scheduled = generate(schedule, system[0], command_streams=False).scheduled_ops
+    for op in scheduled:
+        if op.const_area is not None and op.weight_source_area is None:
+            assert op.const_area == memory.roles["constants"]
+
+
+def test_layer_by_layer_reads_weights_in_place_when_they_do_not_fit() -> None:
+    """As Vela's scheduler: weights whose encoding does not fit the SRAM the op's feature maps
+    leave free are read from the constants in place, and the schedule then fits the pool."""
+    b = ModelBuilder(0, name="wide_pointwise")
+    b.output(b.conv2d(b.input((1, 4, 4, 64)), 128, kernel=1))  # 8 KiB of weights
+    front = front_half(b.build(), U55[0])
+    sizer = _sizer(front, U55[0])
+    copied = {}
+    for pool in (32 * 1024, 8 * 1024):
+        memory = system_memory(*U55, pool)
+        schedule = layer_by_layer_schedule(front.network, memory, sizer, check=False)
+        check_schedule(schedule)
+        check_allocation(schedule)
+        copied[pool] = any(isinstance(s, Copy) for s in schedule.steps)
+        assert schedule.sram_bytes <= pool
+    assert copied == {32 * 1024: True, 8 * 1024: False}
+
+
+def test_u65_cascades_a_fully_connected_chain() -> None:
+    """Feature maps homed in the SRAM or the DRAM arena (Dedicated_Sram) used to leave the
+    cascader without a proposal on chains of small layers (ad_autoencoder)."""
+    b = ModelBuilder(0, name="fc_chain")
+    x = b.input((1, 640))
+    for units in (128, 128, 128, 8, 128, 128, 128):
+        x = b.fully_connected(x, units, activation="RELU")
+    b.output(b.fully_connected(x, 640))
+    front = front_half(b.build(), U65[0])
+    for copy_size in (1024, 1 << 20):
+        options = CascaderOptions(enable_striping=True, always_copy_size=copy_size)
+        point = schedule_point(front, system_memory(*U65, 64 * 1024), options)
+        assert point.cascade.proposals and point.fits
+        check_schedule(point.schedule)
+        check_allocation(point.schedule)

@@ -15,46 +15,53 @@ from cascader.reference.hybrid import HostStep, HybridModel, NpuStep, run_model
 from cascader.reference.litert import litert_outputs, random_inputs
 from cascader.reference.run import ReferenceError, run_function
 from cascader.reference.striped import StripedExecutor, StripeError
-from cascader.testing.networks import CATALOGUE
+from cascader.testing.networks import CATALOGUE, host_op
 from cascader.testing.tflite_builder import ModelBuilder
 
 
 def _sandwich() -> bytes:
-    """conv -> depthwise with depth multiplier 2 (host) -> conv: two NPU functions."""
+    """conv -> host op -> conv: two NPU functions."""
     b = ModelBuilder(0, name="sandwich")
     y = b.conv2d(b.input((1, 8, 8, 8)), 8)
-    y = b.depthwise_conv2d(y, depth_multiplier=2)
+    y = host_op(b, y)
     b.output(b.conv2d(y, 8))
     return b.build()
 
 
 def _skip_around_host() -> bytes:
-    """conv -> host depthwise -> conv, added to the first conv: the second function reads
+    """conv -> host op -> conv, added to the first conv: the second function reads
     the first function's output directly and the host op's output."""
     b = ModelBuilder(1, name="skip around host")
     a = b.conv2d(b.input((1, 8, 8, 8)), 8)
-    h = b.depthwise_conv2d(a, depth_multiplier=2)
+    h = host_op(b, a)
     b.output(b.add(a, b.conv2d(h, 8)))
     return b.build()
 
 
 def _host_first() -> bytes:
-    """host depthwise -> conv -> conv, and a second output from the host op."""
+    """host op -> conv -> conv, and a second output from the host op."""
     b = ModelBuilder(2, name="host first")
-    h = b.depthwise_conv2d(b.input((1, 8, 8, 4)), depth_multiplier=2)
+    h = host_op(b, b.input((1, 8, 8, 4)))
     b.output(b.conv2d(b.conv2d(h, 8), 8), h)
     return b.build()
 
 
 def _split_around_host() -> bytes:
-    """conv -> split; one half through a host depthwise, concatenated with the other half
+    """conv -> split; one half through a host op, concatenated with the other half
     (the two halves share a quantisation, so only the dataflow tells them apart), and the
     conv's output reshaped as a second output."""
     b = ModelBuilder(3, name="split around host")
     a = b.conv2d(b.input((1, 8, 8, 8)), 8)
     first, second = b.split(a, 2)
-    host = b.depthwise_conv2d(first, depth_multiplier=2)
+    host = host_op(b, first)
     b.output(b.concatenation([host, second]), b.reshape(a, new_shape=(1, 512)))
+    return b.build()
+
+
+def _host_only() -> bytes:
+    """A 3x nearest resize alone: nothing for the NPU."""
+    b = ModelBuilder(4, name="host only")
+    b.output(b.resize_nearest_neighbor(b.input((1, 4, 4, 4)), (12, 12)))
     return b.build()
 
 
@@ -65,10 +72,10 @@ def _max_diff(a: list[np.ndarray], b: list[np.ndarray]) -> int:
 @pytest.mark.parametrize(
     ("make", "functions", "host"),
     [
-        (_sandwich, 2, ("DEPTHWISE_CONV_2D",)),
-        (_skip_around_host, 2, ("DEPTHWISE_CONV_2D",)),
-        (_host_first, 1, ("DEPTHWISE_CONV_2D",)),
-        (_split_around_host, 2, ("DEPTHWISE_CONV_2D", "RESHAPE")),
+        (_sandwich, 2, ("RESIZE_NEAREST_NEIGHBOR",)),
+        (_skip_around_host, 2, ("RESIZE_NEAREST_NEIGHBOR",)),
+        (_host_first, 1, ("RESIZE_NEAREST_NEIGHBOR",)),
+        (_split_around_host, 2, ("RESIZE_NEAREST_NEIGHBOR", "RESHAPE")),
     ],
 )
 def test_models_with_host_ops_match_litert(make, functions: int, host: tuple[str, ...]) -> None:
@@ -110,7 +117,7 @@ def test_host_ops_compute_from_the_npu_results() -> None:
 
     (exact,) = hybrid.run(inputs)
     (moved,) = hybrid.run(inputs, shifted)
-    assert calls == [(0, [(1, 8, 8, 8)]), (1, [(1, 8, 8, 16)])]
+    assert calls == [(0, [(1, 8, 8, 8)]), (1, [(1, 24, 24, 8)])]
     assert _max_diff([exact], [moved]) > 1
 
 
@@ -208,9 +215,9 @@ def test_fully_npu_models_are_one_function_and_no_host_step(case: str) -> None:
 
 
 def test_a_model_entirely_on_the_host_runs_on_litert_alone() -> None:
-    model = CATALOGUE["DEPTHWISE_CONV_2D-multiplier2"]().build()
+    model = _host_only()
     hybrid = HybridModel.from_model(model)
-    assert hybrid.functions == () and hybrid.host_ops == ("DEPTHWISE_CONV_2D",)
+    assert hybrid.functions == () and hybrid.host_ops == ("RESIZE_NEAREST_NEIGHBOR",)
     inputs = random_inputs(model, np.random.default_rng(0))
     assert _max_diff(hybrid(inputs), litert_outputs(model, inputs)) == 0
 

@@ -16,8 +16,7 @@ from cascader.reference.run import ModelReference, op_reads, run_op, run_op_box
 from cascader.testing.networks import CATALOGUE, single_op_model
 from cascader.testing.shared import shared_dir
 
-_NOT_ON_NPU = {"DEPTHWISE_CONV_2D-multiplier2", "RESIZE_BILINEAR-half-pixel"}
-_CASES = sorted(set(CATALOGUE) - _NOT_ON_NPU - {"mobilenet_like"})
+_CASES = sorted(set(CATALOGUE) - {"mobilenet_like"})
 
 
 def _cuts(size: int, parts: int) -> list[tuple[int, int]]:

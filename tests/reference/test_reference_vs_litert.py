@@ -27,16 +27,10 @@ _ONE_STEP = {
     "FULLY_CONNECTED": "reference kernel rounds once",
     "FULLY_CONNECTED-1x1-4d-input": "reference kernel rounds once",
 }
-_NOT_ON_NPU = {
-    "DEPTHWISE_CONV_2D-multiplier2": "partition keeps it on the host",
-    "RESIZE_BILINEAR-half-pixel": "no NPU legalization yet",
-}
 _KNOWN_WRONG: dict[str, str] = {}
 
 
 def _case(case: str):
-    if case in _NOT_ON_NPU:
-        return pytest.param(case, marks=pytest.mark.skip(reason=_NOT_ON_NPU[case]))
     if case in _KNOWN_WRONG:
         return pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=_KNOWN_WRONG[case]))
     return case

@@ -26,9 +26,8 @@ from cascader.testing.networks import CATALOGUE
 from cascader.testing.shared import shared_dir
 
 _EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
-_NOT_ON_NPU = {"DEPTHWISE_CONV_2D-multiplier2", "RESIZE_BILINEAR-half-pixel"}
 _COMPOSITIONS = {"chain", "residual", "concat_skip", "branches", "mobilenet_like"}
-_SINGLE_OPS = sorted(set(CATALOGUE) - _NOT_ON_NPU - _COMPOSITIONS)
+_SINGLE_OPS = sorted(set(CATALOGUE) - _COMPOSITIONS)
 _MODES = {
     "striping": CascaderOptions(enable_striping=True),
     "no-striping": CascaderOptions(enable_striping=False),
