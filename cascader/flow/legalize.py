@@ -603,19 +603,19 @@ def npu_op_summary(mod: tvm.IRModule) -> Counter[str]:
 
 def remove_identities(function: NpuFunction) -> NpuFunction:
     """Drop reshapes whose input an NPU op of this function produces: a reshape of an NHWC
-    buffer is free, its consumers read the producer's tensor directly."""
+    buffer is free, its consumers read the producer's tensor directly. A reshape from a
+    function input straight to a function output moves bytes between two buffers the runtime
+    owns, so it becomes a copy of the input viewed in the output's shape (same NHWC bytes)."""
     produced = {op.ofm.name for op in function.ops}
     renamed: dict[str, NpuTensor] = {}
     kept: list[NpuOp] = []
     for op in function.ops:
-        if (
-            isinstance(op, Identity)
-            and op.operator == "RESHAPE"
-            and op.ifm.name in produced
-            and op.ofm.name not in function.outputs
-        ):
+        is_reshape = isinstance(op, Identity) and op.operator == "RESHAPE"
+        if is_reshape and op.ifm.name in produced and op.ofm.name not in function.outputs:
             renamed[op.ofm.name] = renamed.get(op.ifm.name, op.ifm)
             continue
+        if is_reshape and op.ifm.name in function.inputs and op.ofm.name in function.outputs:
+            op = replace(op, operator="COPY", ifm=replace(op.ifm, shape=op.ofm.shape))
         kept.append(_rewire(op, renamed))
     return replace(function, ops=tuple(kept))
 

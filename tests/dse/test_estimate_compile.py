@@ -173,3 +173,15 @@ def test_estimate_a_graph_with_the_cascaders_cost(tmp_path: Path, capsys) -> Non
     assert data["scored_by"] == "cascader" and data["fits"]
     assert main(["estimate", "--graph", str(graph), "--no-cascade"]) == 2
     assert "--no-cascade needs --model" in capsys.readouterr().err
+
+
+def test_a_reshape_between_model_input_and_output_compiles_to_a_copy(tmp_path: Path) -> None:
+    """The runtime owns both buffers, so the NPU copies the bytes (as Vela does)."""
+    model = tmp_path / "reshape.tflite"
+    model.write_bytes(CATALOGUE["RESHAPE"]().build())
+    out = tmp_path / "build"
+    assert main(["compile", "--model", str(model), "--sram", "256KiB", "-o", str(out)]) == 0
+    assert (out / "npu0.cs").stat().st_size > 0 and (out / "npu0.payload").stat().st_size > 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert sorted(row["kind"] for row in manifest["io"]) == ["input", "output"]
+    assert main(["verify", "--model", str(model), "--sram", "256KiB"]) == 0
