@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -149,3 +150,23 @@ def test_unimplemented_commands_say_so_and_exit_2(
     }[command]
     assert main([command, *required]) == 2
     assert capsys.readouterr().err.strip() == f"dse {command}: not implemented yet"
+
+
+def test_a_closed_pipe_stops_quietly(tmp_path) -> None:
+    """`dse propose --json | head`: no BrokenPipeError traceback when the reader goes away."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
+    graph = tmp_path / "g.json"
+    assert main(["graph", "--model", str(example), "-o", str(graph)]) == 0
+    reader = subprocess.Popen(["head", "-c", "10"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dse", "propose", "--graph", str(graph), "--json"],
+        stdout=reader.stdin,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
+    reader.stdin.close()
+    assert reader.stdout.read() == b'{"proposal'
+    reader.wait()
+    assert proc.returncode == 141
+    assert proc.stderr == ""
