@@ -146,13 +146,36 @@ def open_storage(url: str, heartbeat: bool = True) -> RDBStorage:
             if url.startswith("sqlite"):
                 # Worker processes share the file: wait for its lock rather than fail at 5 s.
                 kwargs["engine_kwargs"] = {"connect_args": {"timeout": SQLITE_LOCK_SECONDS}}
-            return TicketStorage(url, **kwargs)
+            storage = TicketStorage(url, **kwargs)
+            if url.startswith("sqlite"):
+                _write_lock_first(storage.engine)
+            return storage
     except Exception as err:  # SQLAlchemy raises many types for a bad URL or server
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise BadInput(
             f"cannot open storage {url!r} ({reason}); check the URL and that the database "
             "server is running"
         ) from None
+
+
+def _write_lock_first(engine: sqlalchemy.engine.Engine) -> None:
+    """Every SQLite transaction of ours takes the write lock when it begins (BEGIN
+    IMMEDIATE): a transaction that reads, then writes while another process writes, gets
+    "database is locked" at once (SQLite will not wait: it would deadlock), whereas waiting
+    at BEGIN uses the lock timeout. The journal is a write-ahead log, so readers (a report,
+    an observer) never wait for a writer. Pooled connections are dropped so every one gets
+    the hooks."""
+
+    @sqlalchemy.event.listens_for(engine, "connect")
+    def _driver_leaves_transactions_to_us(dbapi_connection, _record) -> None:
+        dbapi_connection.isolation_level = None
+        dbapi_connection.execute("PRAGMA journal_mode=WAL")
+
+    @sqlalchemy.event.listens_for(engine, "begin")
+    def _begin_immediate(connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    engine.dispose()
 
 
 def load_settings(study: optuna.Study) -> StudySettings:

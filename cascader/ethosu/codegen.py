@@ -605,8 +605,14 @@ def generate(schedule: Schedule, accelerator: str, command_streams: bool = True)
         stream.operations += ops
         record = per_part.get(step.part)
         if record is None:
-            record = per_part[step.part] = {"stripes": [], "lut": 0, "first": step}
+            record = per_part[step.part] = {
+                "stripes": [],
+                "lut": 0,
+                "first": step,
+                "buffers": set(),
+            }
             order.append(step.part)
+        record["buffers"].add(step.weights_buffer)
         for npu in ops:
             if isinstance(npu, NpuBlockOperation):
                 record["stripes"].append(npu)
@@ -650,7 +656,7 @@ def _scheduled_op(emitter: _Emitter, op: NpuOp, record: dict) -> ScheduledOp:
         else None,
         const_area=const_area,
         weight_source_area=constants if copied else None,
-        weight_buffering="single",
+        weight_buffering="double" if len(record["buffers"]) > 1 else "single",
         lut_source_area=constants if record["lut"] else None,
         lut_bytes=record["lut"],
     )

@@ -18,6 +18,7 @@ their addresses follow the brick layout."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -31,6 +32,7 @@ from ethosu.vela.npu_performance import (
     _estimate_memory_transfer_efficiency,
     measure_cycle_cost,
     measure_element_access,
+    measure_mem2mem_cycles,
 )
 
 from cascader.core.graph import CascaderGraph
@@ -422,6 +424,7 @@ class _Plan:
     stripe_configs: dict[int, StripeConfig]  # per part: its output stripe config
     placements: dict[tuple[int, int], _Placement]  # (part, input slot) -> placement
     outputs: dict[int, _Placement]  # per part: its output's placement
+    depth_slices: tuple[int, ...] = ()  # double-buffered weights: OFM depth slice bounds
 
 
 def _plan_from_proposal_plan(net: Network, plan, memory: SystemMemory) -> _Plan:
@@ -629,17 +632,23 @@ class _Builder:
         )
         if bricked and stripe[3] % BRICK:  # NHCWB16 is only addressable from whole bricks
             stripe = (*stripe[:3], -(-stripe[3] // BRICK) * BRICK)
-        boxes = _output_boxes(out_op.ofm.shape, stripe, out_op.ofm.layout)
+        if plan.depth_slices:
+            n, h, w, _ = out_op.ofm.shape
+            slices = itertools.pairwise(plan.depth_slices)
+            boxes = [Box((0, 0, 0, lo), (n, h, w, hi - lo)) for lo, hi in slices]
+        else:
+            boxes = _output_boxes(out_op.ofm.shape, stripe, out_op.ofm.layout)
         window: dict[int, int] = {}  # part -> buffer of its interior output
         rolled: dict[int, int] = {}  # part -> rows computed so far (rolling outputs)
         copies: dict[tuple[int, int], int] = {}  # (part, slot) -> copy buffer
+        alternates: dict[tuple[int, int], int] = {}  # (part, slot) -> second weight buffer
         held: dict[int, Box] = {}  # copy buffer -> box it holds
         origins: dict[int, tuple[int, ...]] = {}  # window buffer -> origin of what it holds
         computed: dict[int, set[Box]] = {}  # part -> boxes its buffer still holds
         required_by_stripe = [self._requirements(plan, box) for box in boxes]
         self._choose_blocks(plan, required_by_stripe)
-        self._size_plan_buffers(plan, required_by_stripe, window, copies)
-        for required in required_by_stripe:
+        self._size_plan_buffers(plan, required_by_stripe, window, copies, alternates)
+        for index, required in enumerate(required_by_stripe):
             for pid in plan.parts:
                 part = graph.parts[pid]
                 if part.in_line:
@@ -695,14 +704,25 @@ class _Builder:
                 if isinstance(op, Conv2D):
                     channels = (ofm.start[3], ofm.end[3])
                     depth_box = Box((channels[0],), (channels[1] - channels[0],))
-                    for slot, what in ((1, "weights"), (2, "scale_bias")):
-                        if plan.placements[pid, slot].copy:
-                            buf = copies[pid, slot]
-                            if held.get(buf) != depth_box:
+                    # Double-buffered weights: slice k+1 is copied into the other buffer
+                    # before slice k runs, so its DMA overlaps slice k's compute.
+                    loads = [(index, depth_box)]
+                    if alternates and index + 1 < len(boxes):
+                        upcoming = boxes[index + 1]
+                        loads.append((index + 1, Box((upcoming.start[3],), (upcoming.shape[3],))))
+                    for k, box in loads:
+                        for slot, what in ((1, "weights"), (2, "scale_bias")):
+                            if not plan.placements[pid, slot].copy:
+                                continue
+                            odd = bool(alternates) and k % 2 == 1
+                            buf = alternates[pid, slot] if odd else copies[pid, slot]
+                            if held.get(buf) != box:
                                 tid = part.inputs[slot].id
-                                self.steps.append(Copy(tid, what, depth_box, -1, buf, pid))
-                                held[buf] = depth_box
+                                self.steps.append(Copy(tid, what, box, -1, buf, pid))
+                                held[buf] = box
                             self.touch(buf)
+                            if k != index:
+                                continue
                             if what == "weights":
                                 weights_buf = buf
                             else:
@@ -737,7 +757,8 @@ class _Builder:
                         bias_buffer=bias_buf,
                     )
                 )
-        for buf in [*window.values(), *copies.values()]:  # live to the plan's last step
+        live = [*window.values(), *copies.values(), *alternates.values()]
+        for buf in live:  # live to the plan's last step
             self.buffers[buf].last = max(self.buffers[buf].last, len(self.steps) - 1)
 
     def _requirements(self, plan: _Plan, box: Box) -> dict[int, Box]:
@@ -762,8 +783,9 @@ class _Builder:
                     need[producer] = _union(need.get(producer), ifm_box)
         return need
 
-    def _size_plan_buffers(self, plan, required_by_stripe, window, copies) -> None:
-        """Make the plan's interior and copy buffers, each framed to the largest box it holds."""
+    def _size_plan_buffers(self, plan, required_by_stripe, window, copies, alternates) -> None:
+        """Make the plan's interior and copy buffers, each framed to the largest box it holds;
+        double-buffered weights get two buffers, for the even and the odd depth slices."""
         graph, net = self.net.graph, self.net
         for pid in plan.parts:
             mode = plan.outputs[pid].mode
@@ -793,10 +815,12 @@ class _Builder:
                     copies[pid, slot] = self.new_buffer(tensor.id, "window", self.cascade, frame)
                     continue
                 ofm_boxes = [r[pid] for r in required_by_stripe if pid in r]
-                size = self._constant_bytes(pid, slot, ofm_boxes)
-                copies[pid, slot] = self.new_buffer(-1, "window", self.cascade, (size,),
-                                                    size=size)  # fmt: skip
-                self.buffers[copies[pid, slot]].tensor = tensor.id
+                parities = (ofm_boxes[::2], ofm_boxes[1::2]) if plan.depth_slices else (ofm_boxes,)
+                for target, group in zip((copies, alternates), parities, strict=False):
+                    size = self._constant_bytes(pid, slot, group)
+                    target[pid, slot] = self.new_buffer(-1, "window", self.cascade, (size,),
+                                                        size=size)  # fmt: skip
+                    self.buffers[target[pid, slot]].tensor = tensor.id
 
     def _constant_bytes(self, pid: int, slot: int, ofm_boxes: list[Box]) -> int:
         """The largest encoded weights (slot 1) or scale-bias (slot 2) of any stripe's output
@@ -828,6 +852,8 @@ class _Builder:
                 continue
             boxes = [r[pid] for r in required_by_stripe if pid in r]
             largest = max(boxes, key=lambda b: (math.prod(b.shape), b.shape))
+            if plan.depth_slices:  # Vela picks the block for the whole op, then slices it
+                largest = _full(op.ofm.shape)
             ifms, _ = input_boxes(op, largest)
             if largest.shape == tuple(op.ofm.shape):  # whole: as Vela sees the op
                 ifms = tuple(_full(t.shape) for t in _feature_inputs(op))
@@ -1063,6 +1089,100 @@ def _reads_weights_in_place(
     return _align(weights) + _align(SCALE_BIAS_BYTES * depth) > free_bytes
 
 
+def _op_cycles(memory: SystemMemory, op: NpuOp, block: tuple[int, int, int], depth: int) -> float:
+    """Vela's compute cycles of the op cut to its first `depth` output channels, run with
+    `block` (as Vela's scheduler estimates a depth slice: the IFM stays whole)."""
+    desc = npu_op_description(op)
+    desc = replace(desc, ofm_shape=(*desc.ofm_shape[:2], depth))
+    system = (memory.accelerator, memory.system_config, memory.memory_mode, memory.config_path)
+    config = get_device(memory.accelerator).vela_block_config(desc, block)
+    query = performance_query(desc, config)
+    cycles = measure_cycle_cost(_system_arch(system), desc.vela_op, desc.faf_op, query)
+    return float(cycles.op_cycles)
+
+
+def weight_depth_slices(
+    op: Conv2D,
+    memory: SystemMemory,
+    buffer_bytes: Callable[[int, int], int],
+    block: tuple[int, int, int],
+    slack_cycles: float,
+    limit: int,
+) -> tuple[int, ...]:
+    """The OFM depth slice bounds Vela's scheduler double-buffers a copied op's weights in
+    (`Scheduler.propose_weight_buffering`), or () when it copies them whole. The first slice
+    is what the copy can prebuffer under the previous op's `slack_cycles` (at most half of
+    the `limit` bytes the feature maps leave free); later slices are as deep as the op
+    computes while one slice's copy runs, in whole blocks, halved until two slices' buffers
+    fit. `buffer_bytes(lo, hi)`: the encoded weights and scale-bias of channels [lo, hi)."""
+    split = ArchitectureFeatures.OFMSplitDepth
+    depth = op.ofm.shape[3]
+    full = buffer_bytes(0, depth)
+    system = (memory.accelerator, memory.system_config, memory.memory_mode, memory.config_path)
+    arch = _system_arch(system)
+    source = MEM_AREAS[memory.roles["constants"]]
+    transfer = measure_mem2mem_cycles(arch, source, MEM_AREAS[memory.roles["cascade"]], full)
+    half = limit // 2
+    ratio = slack_cycles / transfer if transfer > slack_cycles else 1.0
+    prebuffer = min(ratio * full, half)
+    if prebuffer >= full:
+        return ()
+    block_depth = block[2]
+    first = int(max(16, depth * (prebuffer / full) // split * split))
+    buffering = depth * _op_cycles(memory, op, block, first) / transfer
+    buffering = -(-buffering // block_depth) * block_depth
+    if buffering / depth * full > half:
+        buffering = half / full * depth
+    while True:
+        if buffering > block_depth:
+            buffering = buffering // block_depth * block_depth
+        else:
+            buffering = buffering // split * split
+        buffering = int(max(buffering, split))
+        bounds = (0, *range(first, depth, buffering), depth) if first < depth else (0, depth)
+        sizes = [buffer_bytes(lo, hi) for lo, hi in itertools.pairwise(bounds)]
+        double = max(sizes[::2]) + max(sizes[1::2], default=0)
+        if double <= limit or first == split:
+            break
+        if buffering > first:
+            buffering = -(-(buffering // 2) // split) * split
+        else:
+            first = -(-(first // 2) // split) * split
+    if len(bounds) < 3 or double > limit:
+        return ()
+    return bounds
+
+
+def _even_slices(
+    op: Conv2D, bounds: tuple[int, ...], buffer_bytes: Callable[[int, int], int], limit: int
+) -> tuple[int, ...]:
+    """Vela's depth slices made even (a schedule's stripes split each axis by one factor):
+    as deep as its deepest slice if two such buffers fit in `limit` bytes, else as its
+    shallowest; in whole bricks for an NHCWB16 OFM."""
+    if not bounds:
+        return ()
+    depth = op.ofm.shape[3]
+    steps = [hi - lo for lo, hi in itertools.pairwise(bounds)]
+    for step in (max(steps), min(steps)):
+        if op.ofm.layout == Layout.NHCWB16:
+            step = -(-step // BRICK) * BRICK
+        even = (*range(0, depth, step), depth)
+        sizes = [buffer_bytes(lo, hi) for lo, hi in itertools.pairwise(even)]
+        if len(even) > 2 and max(sizes[::2]) + max(sizes[1::2]) <= limit:
+            return even
+    return ()
+
+
+def _buffer_bytes(
+    memory: SystemMemory, encoded_size: EncodedSize, part: int, block_depth: int
+) -> Callable[[int, int], int]:
+    def size(lo: int, hi: int) -> int:
+        scale_bias = scale_bias_bytes(memory.accelerator, lo, hi, block_depth)
+        return _align(encoded_size(part, lo, hi, block_depth)) + _align(scale_bias)
+
+    return size
+
+
 def _feature_inputs(op: NpuOp) -> tuple[NpuTensor, ...]:
     return (op.ifm, op.ifm2) if isinstance(op, BinaryElementwise) else (op.ifm,)
 
@@ -1159,7 +1279,8 @@ def layer_by_layer_schedule(
     `feature_maps` role's area ("io": Vela's arena; "cascade": the SRAM, graph inputs and
     outputs staying in the arena), its weights and scale-bias copied into the cascade area
     right before it where Vela's scheduler would buffer them (`_reads_weights_in_place`),
-    read in place otherwise."""
+    read in place otherwise. Where Vela would double-buffer them (`weight_depth_slices`) the
+    op runs in output-depth slices whose copies alternate between two buffers."""
     builder = _Builder(net, memory, encoded_size, blocks)
     graph = net.graph
     area = memory.roles[feature_maps]
@@ -1168,16 +1289,30 @@ def layer_by_layer_schedule(
         return memory.roles["io"] if builder.root(tid) in builder.graph_io else area
 
     plans = []
+    slack = 0.0  # cycles of the previous op (of its last slice) a weight copy can hide under
+    function = None
     for part in reversed(graph.parts):
         if part.in_line:
             continue
         op = net.ops[part.id]
+        if net.function_of[part.id] != function:  # a function's first op follows no NPU op
+            slack, function = 0.0, net.function_of[part.id]
         free = memory.sram_bytes - sum(
             feature_map_bytes(*builder.tensor_shape(t.id))
             for t in [*part.inputs, part.output]
             if not t.is_constant and home_of(t.id) == memory.roles["cascade"]
         )
         in_place = _reads_weights_in_place(op, memory, encoded_size, part.id, free)
+        areas = (home_of(part.inputs[0].id), home_of(part.output.id), memory.roles["cascade"])
+        ifms = tuple(_full(t.shape) for t in _feature_inputs(op))
+        block = fastest_block(memory, op, _full(op.ofm.shape), ifms, areas)
+        slices: tuple[int, ...] = ()
+        if isinstance(op, Conv2D) and not in_place:
+            sizes = _buffer_bytes(memory, encoded_size, part.id, block[2])
+            slices = _even_slices(op, weight_depth_slices(op, memory, sizes, block, slack, free),
+                                  sizes, free)  # fmt: skip
+        last = slices[-1] - slices[-2] if slices else op.ofm.shape[3]
+        slack = _op_cycles(memory, op, block, last)
         placements = {}
         for slot, tensor in enumerate(part.inputs):
             if tensor.is_constant and in_place:
@@ -1198,6 +1333,7 @@ def layer_by_layer_schedule(
                 stripe_configs={part.id: whole},
                 placements=placements,
                 outputs={part.id: _Placement("tensor", home)},
+                depth_slices=slices,
             )
         )
     for index, plan in enumerate(plans):

@@ -55,7 +55,8 @@ def test_cascader_and_striping_change_the_schedule(capsys: pytest.CaptureFixture
     assert any(op["stripes"] > 1 for op in on["ops"])
     for whole in (flat, off):
         assert not whole.fits and whole.sram_used_bytes > pool
-        assert all(op["stripes"] == 1 for op in whole.to_json()["ops"])
+    # no spatial striping without it (copy-constants may still slice big weights by depth)
+    assert all(op["stripes"] == 1 for op in flat.to_json()["ops"])
     assert off.to_json()["cascader"] == {"enabled": False, "options": {}}
     assert on["macs"] == off.report.macs == flat.report.macs
 

@@ -136,13 +136,20 @@ def check_allocation(schedule: Schedule) -> None:
 
 
 def test_layer_by_layer_schedule_runs_every_op_whole_with_copied_constants(example) -> None:
+    """Every op runs over its whole OFM, in one stripe or (double-buffered weights) in
+    output-depth slices that tile it."""
     memory = system_memory(*U55, 256 * 1024)
     schedule = layer_by_layer_schedule(example.network, memory, _sizer(example, U55[0]))
     stripes = [s for s in schedule.steps if isinstance(s, Stripe)]
     npu_parts = [p for p in example.network.graph.parts if not p.in_line]
-    assert len(stripes) == len(npu_parts)
-    for stripe in stripes:
-        assert stripe.ofm.shape == example.network.ops[stripe.part].ofm.shape
+    assert {s.part for s in stripes} == {p.id for p in npu_parts}
+    for part in npu_parts:
+        shape = example.network.ops[part.id].ofm.shape
+        depths = []
+        for stripe in schedule.stripes_of(part.id):
+            assert stripe.ofm.shape[:3] == shape[:3] and stripe.ofm.start[3] == sum(depths)
+            depths.append(stripe.ofm.shape[3])
+        assert sum(depths) == shape[3]
     copies = [s for s in schedule.steps if isinstance(s, Copy)]
     assert {c.what for c in copies} == {"weights", "scale_bias"}
     check_schedule(schedule)
@@ -376,3 +383,43 @@ def test_u65_cascades_a_fully_connected_chain() -> None:
         assert point.cascade.proposals and point.fits
         check_schedule(point.schedule)
         check_allocation(point.schedule)
+
+
+def test_layer_by_layer_double_buffers_big_weights_in_depth_slices() -> None:
+    """As Vela's scheduler: weights too big to prebuffer under the previous op are copied in
+    output-depth slices into two alternating buffers, slice k+1's copy issued before slice k
+    runs; the op is costed as double-buffered and beats copying its weights in one go."""
+    b = ModelBuilder(0, name="deep_pointwise")
+    x = b.conv2d(b.input((1, 8, 8, 16)), 64, kernel=1)
+    b.output(b.conv2d(x, 256, kernel=3))  # 144 KiB of weights
+    front = front_half(b.build(), U55[0])
+    memory = system_memory(*U55, 192 * 1024)
+    schedule = layer_by_layer_schedule(front.network, memory, _sizer(front, U55[0]))
+    check_schedule(schedule)
+    check_allocation(schedule)
+    deep = max(front.network.ops, key=lambda op: op.ofm.shape[3])
+    part = front.network.ops.index(deep)
+    slices = schedule.stripes_of(part)
+    assert len(slices) >= 2
+    buffers = [s.weights_buffer for s in slices]
+    assert len(set(buffers)) == 2 and all(a != b for a, b in itertools.pairwise(buffers))
+    order = {id(step): i for i, step in enumerate(schedule.steps)}
+    for k, stripe in enumerate(slices[:-1]):
+        upcoming = slices[k + 1].channels
+        loads = [
+            i
+            for i, step in enumerate(schedule.steps)
+            if isinstance(step, Copy) and step.part == part and step.what == "weights"
+            and (step.box.start[0], step.box.end[0]) == upcoming
+        ]  # fmt: skip
+        assert loads and loads[0] < order[id(stripe)]
+    compiled = generate(schedule, U55[0])
+    again = layer_by_layer_schedule(front.network, memory, _sizer(front, U55[0]))
+    stream = compiled.functions[0].command_stream
+    assert stream and stream == generate(again, U55[0]).functions[0].command_stream
+    scheduled = compiled.scheduled_ops
+    by_name = {op.name: op for op in scheduled}
+    assert by_name[deep.name].weight_buffering == "double"
+    double = evaluate(scheduled, memory).ops
+    single = evaluate([replace(op, weight_buffering="single") for op in scheduled], memory).ops
+    assert double[-1].total_cycles < single[-1].total_cycles
