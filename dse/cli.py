@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import os
 import sys
 from collections.abc import Sequence
@@ -235,11 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_BAD_INPUT
-    module_name = f"dse.commands.{args.command}"
-    if importlib.util.find_spec(module_name) is None:
-        print(f"dse {args.command}: not implemented yet", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    command = importlib.import_module(module_name)
+    command = importlib.import_module(f"dse.commands.{args.command}")
     try:
         return int(command.run(args))
     except DseError as err:

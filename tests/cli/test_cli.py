@@ -126,33 +126,6 @@ def test_version_lists_pinned_dependencies(capsys: pytest.CaptureFixture[str]) -
     assert "apache-tvm 0.27" in out and "ethos-u-vela 5.2" in out
 
 
-def _unimplemented() -> list[str]:
-    import importlib.util
-
-    return [c for c in SUBCOMMANDS if importlib.util.find_spec(f"dse.commands.{c}") is None]
-
-
-@pytest.mark.parametrize("command", _unimplemented() or ["(none left)"])
-def test_unimplemented_commands_say_so_and_exit_2(
-    command: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    if command == "(none left)":
-        return
-    required = {
-        "sweep": ["--model", "m.tflite"],
-        "worker": ["--storage", "sqlite:///x.db", "--study", "s"],
-        "report": ["--storage", "sqlite:///x.db", "--study", "s"],
-        "export": ["--storage", "sqlite:///x.db", "--study", "s", "--trial", "0", "-o", "c.json"],
-        "compile": ["--model", "m.tflite", "--sram", "1MiB", "-o", "out"],
-        "estimate": ["--model", "m.tflite"],
-        "graph": ["--model", "m.tflite", "-o", "g.json"],
-        "propose": ["--graph", "g.json"],
-        "verify": ["--model", "m.tflite", "--sram", "1MiB"],
-    }[command]
-    assert main([command, *required]) == 2
-    assert capsys.readouterr().err.strip() == f"dse {command}: not implemented yet"
-
-
 def test_a_closed_pipe_stops_quietly(tmp_path) -> None:
     """`dse propose --json | head`: no BrokenPipeError traceback when the reader goes away."""
     example = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"

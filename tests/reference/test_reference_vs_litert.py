@@ -27,16 +27,9 @@ _ONE_STEP = {
     "FULLY_CONNECTED": "reference kernel rounds once",
     "FULLY_CONNECTED-1x1-4d-input": "reference kernel rounds once",
 }
-_KNOWN_WRONG: dict[str, str] = {}
 
 
-def _case(case: str):
-    if case in _KNOWN_WRONG:
-        return pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=_KNOWN_WRONG[case]))
-    return case
-
-
-@pytest.mark.parametrize("case", [_case(c) for c in sorted(CATALOGUE)])
+@pytest.mark.parametrize("case", sorted(CATALOGUE))
 def test_builder_case_matches_litert_reference_kernels(case: str, record_property) -> None:
     built = legalized_case(case)
     stats = compare_with_litert(built.model, kernels="reference", reference=built.reference)
