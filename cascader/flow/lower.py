@@ -49,13 +49,6 @@ from cascader.flow.schedule import (
 )
 from cascader.flow.te import (
     TeOp,
-    _binary_te,
-    _conv_te,
-    _pool_te,
-    _to_nhwc,
-    _to_stored,
-    _unary_te,
-    as_feature_maps,
     stored_shape,
     te_compute,
 )
@@ -75,7 +68,6 @@ __all__ = [
     "lower_function",
     "op_attributes",
     "plan_nest",
-    "te_compute_reading",
 ]
 
 COPY = "ethosu_copy"
@@ -312,24 +304,6 @@ def lower(schedule: Schedule) -> list[tirx.PrimFunc]:
 _COPIED_ROLES = {"weights": ("weights",), "scale_bias": ("bias", "multiplier", "shift")}
 
 
-def te_compute_reading(op: NpuOp, feature_maps: dict[str, te.Tensor]) -> TeOp:
-    """`te_compute(op)` with the given feature-map inputs ("ifm", "ifm2": a producer's output
-    in the stored layout) in place of placeholders, so that a plan's ops form one TE graph."""
-    op = as_feature_maps(op)
-    inputs = dict(te_compute(op).inputs)
-    inputs.update(feature_maps)
-    ifm = _to_nhwc(inputs["ifm"], op.ifm)
-    if isinstance(op, Conv2D):
-        out = _conv_te(op, inputs, ifm)
-    elif isinstance(op, Pooling):
-        out = _pool_te(op, inputs, ifm)
-    elif isinstance(op, BinaryElementwise):
-        out = _binary_te(op, inputs, ifm, _to_nhwc(inputs["ifm2"], op.ifm2))
-    else:
-        out = _unary_te(op, inputs, ifm)
-    return TeOp(inputs, _to_stored(out, op.ofm))
-
-
 def _te_chain(net: Network, parts: list[int]) -> dict[int, TeOp]:
     """The TE of the plan's parts, each reading its producer's output when the producer is
     in the plan (and writes the shape it reads), else its own placeholder."""
@@ -343,7 +317,7 @@ def _te_chain(net: Network, parts: list[int]) -> dict[int, TeOp]:
             source = produced.get(tensor.id)
             if source is not None and tuple(source.shape) == stored_shape(getattr(op, slot)):
                 feature_maps[slot] = source
-        computes[pid] = te_compute_reading(op, feature_maps)
+        computes[pid] = te_compute(op, feature_maps)
         produced[net.graph.parts[pid].output.id] = computes[pid].output
     return computes
 

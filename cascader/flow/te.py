@@ -548,12 +548,15 @@ def as_feature_maps(op: NpuOp) -> NpuOp:
     return replace(op, **{slot: feature_map(getattr(op, slot)) for slot in slots})
 
 
-def te_compute(op: NpuOp) -> TeOp:
-    """The TE of an NPU op, its feature maps taken as 4-D."""
+def te_compute(op: NpuOp, feature_maps: dict[str, te.Tensor] | None = None) -> TeOp:
+    """The TE of an NPU op, its feature maps taken as 4-D. `feature_maps` ("ifm", "ifm2": a
+    producer's output in the stored layout) replace those placeholders, so that the ops of a
+    plan form one TE graph."""
     op = as_feature_maps(op)
-    inputs = {"ifm": _placeholder(op.ifm, "ifm")}
+    given = feature_maps or {}
+    inputs = {"ifm": given["ifm"] if "ifm" in given else _placeholder(op.ifm, "ifm")}
     if isinstance(op, BinaryElementwise):
-        inputs["ifm2"] = _placeholder(op.ifm2, "ifm2")
+        inputs["ifm2"] = given["ifm2"] if "ifm2" in given else _placeholder(op.ifm2, "ifm2")
     if isinstance(op, Conv2D):
         channels = op.ofm.shape[-1]
         inputs["weights"] = te.placeholder(op.weights.shape, "int8", name="weights")
