@@ -89,7 +89,7 @@ def _tvm_snippet(settings: StudySettings, point: DesignPoint) -> dict:
         "pass_config": {
             "relay.ext.ethos-u.options": {
                 "accelerator_config": settings.accelerator,
-                "enable_cascader": True,
+                "enable_cascader": point.enable_cascader,
                 "enable_striping": point.enable_striping,
             },
             "tir.usmp.enable": True,
@@ -151,7 +151,7 @@ def build_config(study: optuna.Study, trial: FrozenTrial, storage_url: str) -> d
         "vela_config": settings.vela_config,
         "sram_pool_bytes": point.sram_pool_bytes,
         "cascader": {
-            "enabled": True,
+            "enabled": point.enable_cascader,
             "options": point.cascader_options(),
             "proposal_region_bytes": max(settings.sram_max, point.sram_pool_bytes),
         },

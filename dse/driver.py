@@ -33,7 +33,9 @@ def make_sampler(name: str) -> optuna.samplers.BaseSampler | None:
 
 
 def space_of(settings: StudySettings) -> SearchSpace:
-    return SearchSpace(settings.sram_min, settings.sram_max)
+    return SearchSpace(
+        settings.sram_min, settings.sram_max, cascader_optional=settings.source_kind == "model"
+    )
 
 
 def issue_trials(study: optuna.Study, n_trials: int, by: str) -> int:
@@ -42,7 +44,7 @@ def issue_trials(study: optuna.Study, n_trials: int, by: str) -> int:
     settings = load_settings(study)
     space = space_of(settings)
     if settings.sampler == "grid":
-        return issue(study, n_trials, space.grid(), by)
+        return issue(study, n_trials, space.grid_points(), by)
     seeds = space.seed_points(n_trials // SEED_SHARE) if not study.trials else []
     return issue(study, n_trials, None, by, seeds)
 

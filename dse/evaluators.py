@@ -84,12 +84,13 @@ class ModelEvaluator:
         from cascader.flow.schedule import ScheduleError
 
         s = self.settings
-        options = CascaderOptions(**point.cascader_options())
-        # Proposals are generated once per option set for the study's largest pool and
-        # chosen per pool (cascader.flow.pipeline.proposals caches them).
-        key = tuple(sorted(point.cascader_options().items()))
-        self.cache["proposals"].count(key in self._proposed)
-        self._proposed.add(key)
+        options = CascaderOptions(**point.cascader_options()) if point.enable_cascader else None
+        if options is not None:
+            # Proposals are generated once per option set for the study's largest pool and
+            # chosen per pool (cascader.flow.pipeline.proposals caches them).
+            key = tuple(sorted(point.cascader_options().items()))
+            self.cache["proposals"].count(key in self._proposed)
+            self._proposed.add(key)
         try:
             # Vela's allocator prints warnings on stdout; keep stdout for `--json` output.
             with contextlib.redirect_stdout(io.StringIO()):
@@ -108,7 +109,10 @@ class ModelEvaluator:
                 "source": str(self.path),
                 "scored_by": "vela",
                 "sram_pool_bytes": point.sram_pool_bytes,
-                "cascader": {"enabled": True, "options": options.to_json()},
+                "cascader": {
+                    "enabled": options is not None,
+                    "options": options.to_json() if options is not None else {},
+                },
                 "fits": False,
                 "unscheduled": str(error),
                 "sram_used_bytes": None,

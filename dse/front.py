@@ -37,8 +37,11 @@ def format_front(rows: list[dict]) -> str:
     lines = [header, "-" * len(header)]
     for row in rows:
         cfg = row["config"]
+        cascaded = cfg.get("enable_cascader", True)
         striping = (
-            "off"
+            "-"
+            if not cascaded
+            else "off"
             if not cfg["enable_striping"]
             else ("multi-d" if cfg["enable_multi_dimensional_striping"] else "on")
         )
@@ -46,6 +49,8 @@ def format_front(rows: list[dict]) -> str:
         options = (
             f"sf={cfg['stripe_factors']} mps={cfg['max_plan_size']} "
             f"mp={cfg['max_proposals']} acs={cfg['always_copy_size']}"
+            if cascaded
+            else "cascader off"
         )
         lines.append(
             f"{row['trial']:>5}  {format_size(row['sram_used_bytes']):>11}  "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import optuna
 
@@ -14,7 +14,7 @@ SRAM_ALIGN = 16
 STRIPE_FACTORS = (2, 3, 4, 5, 6, 8)
 MAX_PLAN_SIZES = (2, 4, 6, 8, 10, 14)
 MAX_PROPOSALS = (16, 32, 64, 128)
-ALWAYS_COPY_SIZES = (0, 256, 1024, 4096, 16384)
+ALWAYS_COPY_SIZES = (0, 256, 1024, 4096, 16384, 65536, 262144, 1048576)
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class DesignPoint:
     """Everything a trial chooses; with the study's fixed settings it rebuilds one schedule."""
 
     sram_pool_bytes: int
+    enable_cascader: bool = True
     enable_striping: bool = True
     enable_multi_dimensional_striping: bool = False
     stripe_factors: int = 5
@@ -30,13 +31,21 @@ class DesignPoint:
     always_copy_size: int = 1024
 
     def cascader_options(self) -> dict[str, int | bool]:
-        """The cascader options of this point (everything but the pool size)."""
+        """The cascader options of this point (everything but the pool size and the switch;
+        a point with the cascader off keeps them at their defaults)."""
         options = asdict(self)
-        del options["sram_pool_bytes"]
+        del options["sram_pool_bytes"], options["enable_cascader"]
         return options
 
     def to_json(self) -> dict[str, int | bool]:
         return asdict(self)
+
+
+# The options of the smallest schedules (pool size 0): stripes tiled over every axis keep
+# interior buffers a few bricks wide, and weights stay in flash unless a copy pays for itself.
+# On mobilenet_v2_100_224 (ethos-u55-256, Shared_Sram) they fit in 250.4 KiB, where the
+# default options need 355 KiB (tests/flow/test_floor.py).
+SMALLEST = DesignPoint(0, enable_multi_dimensional_striping=True, always_copy_size=0)
 
 
 def align_down(nbytes: int, align: int = SRAM_ALIGN) -> int:
@@ -50,6 +59,10 @@ class SearchSpace:
 
     sram_min: int
     sram_max: int
+    # Models can also be scheduled without the cascader (Vela-like layer by layer, weights
+    # buffered as Vela does): the point that wins when the whole network fits. Graph studies
+    # only have the cascader.
+    cascader_optional: bool = False
 
     def __post_init__(self) -> None:
         if self.sram_min > self.sram_max:
@@ -76,7 +89,14 @@ class SearchSpace:
         units = trial.suggest_int(
             "sram_units", self.low // SRAM_ALIGN, self.high // SRAM_ALIGN, log=True
         )
-        return DesignPoint(
+        enabled = (
+            trial.suggest_categorical("enable_cascader", [True, False])
+            if self.cascader_optional
+            else True
+        )
+        # Every parameter is asked for even with the cascader off, so the space is the same
+        # for all trials (samplers and importances need that); such a point ignores them.
+        point = DesignPoint(
             sram_pool_bytes=units * SRAM_ALIGN,
             enable_striping=trial.suggest_categorical("enable_striping", [True, False]),
             enable_multi_dimensional_striping=trial.suggest_categorical(
@@ -87,6 +107,7 @@ class SearchSpace:
             max_proposals=trial.suggest_categorical("max_proposals", list(MAX_PROPOSALS)),
             always_copy_size=trial.suggest_categorical("always_copy_size", list(ALWAYS_COPY_SIZES)),
         )
+        return point if enabled else DesignPoint(point.sram_pool_bytes, enable_cascader=False)
 
     def sram_ladder(self, steps_per_octave: int = 2) -> list[int]:
         """Aligned pool sizes spaced evenly in log scale, both ends included (grid and baseline)."""
@@ -100,10 +121,28 @@ class SearchSpace:
         }
         return sorted(s for s in sizes if self.low <= s <= self.high)
 
+    def _params(self, point: DesignPoint) -> dict:
+        """The trial parameters that make the sampler produce `point`."""
+        params = {"sram_units": point.sram_pool_bytes // SRAM_ALIGN, **point.cascader_options()}
+        if self.cascader_optional:
+            params["enable_cascader"] = point.enable_cascader
+        return params
+
+    def seed_kinds(self) -> list[DesignPoint]:
+        """The option sets seeds cycle through (pool size 0): the cascader's defaults, the
+        cascader copying every constant it can into SRAM (the fast end of a front), for
+        models no cascader (Vela's own kind of schedule) and, last, the smallest schedules
+        (the low end of a front)."""
+        kinds = [DesignPoint(0), DesignPoint(0, always_copy_size=ALWAYS_COPY_SIZES[-1])]
+        if self.cascader_optional:
+            kinds.append(DesignPoint(0, enable_cascader=False))
+        kinds.append(SMALLEST)
+        return kinds
+
     def seed_points(self, count: int) -> list[dict]:
-        """Up to `count` fully fixed trials spread over the pool ladder at the cascader's
-        default options: a spine across the whole SRAM range before the sampler takes over
-        (random start-up trials cluster by chance)."""
+        """Up to `count` fully fixed trials spread over the pool ladder, neighbours taking
+        different seed kinds: a spine across the whole SRAM range and the main kinds of
+        schedule before the sampler takes over (random start-up trials cluster by chance)."""
         ladder = self.sram_ladder()
         if count <= 0:
             return []
@@ -113,18 +152,25 @@ class SearchSpace:
             picks = sorted(
                 {ladder[round(i * (len(ladder) - 1) / (count - 1))] for i in range(count)}
             )
-        defaults = DesignPoint(SRAM_ALIGN).cascader_options()
-        return [{"sram_units": size // SRAM_ALIGN, **defaults} for size in picks]
+        kinds = self.seed_kinds()
+        return [
+            self._params(replace(kinds[i % len(kinds)], sram_pool_bytes=size))
+            for i, size in enumerate(picks)
+        ]
 
-    def grid(self) -> dict[str, list]:
-        """A small exhaustive grid for GridSampler: the pool ladder x striping switches; the
-        other options stay at their defaults (one value each)."""
-        return {
-            "sram_units": [s // SRAM_ALIGN for s in self.sram_ladder()],
-            "enable_striping": [True, False],
-            "enable_multi_dimensional_striping": [False, True],
-            "stripe_factors": [5],
-            "max_plan_size": [10],
-            "max_proposals": [64],
-            "always_copy_size": [1024],
-        }
+    def grid_points(self) -> list[dict]:
+        """A small exhaustive grid: the striping switches x the pool ladder, other options at
+        their defaults, and for models the ladder without the cascader too. Pools vary
+        fastest, so a study cut short still spans the SRAM range."""
+        kinds = [
+            DesignPoint(0, enable_striping=striping, enable_multi_dimensional_striping=multi)
+            for striping in (True, False)
+            for multi in (False, True)
+        ]
+        if self.cascader_optional:
+            kinds.append(DesignPoint(0, enable_cascader=False))
+        return [
+            self._params(replace(kind, sram_pool_bytes=size))
+            for kind in kinds
+            for size in self.sram_ladder()
+        ]

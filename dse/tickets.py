@@ -15,7 +15,6 @@ import socket
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from itertools import product
 
 import optuna
 from optuna.storages import fail_stale_trials
@@ -45,9 +44,9 @@ def completed_trials(study: optuna.Study) -> list[FrozenTrial]:
     return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
 
 
-def _unvisited_grid_points(study: optuna.Study, grid: dict[str, list]) -> list[dict]:
+def _unvisited_grid_points(study: optuna.Study, grid: list[dict]) -> list[dict]:
     """Grid points no completed, running or waiting trial has (a grid is run once)."""
-    names = sorted(grid)
+    names = sorted({n for point in grid for n in point})
     taken = {
         tuple(t.params.get(n) for n in names)
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, *_OPEN))
@@ -56,15 +55,13 @@ def _unvisited_grid_points(study: optuna.Study, grid: dict[str, list]) -> list[d
         tuple(t.system_attrs.get("fixed_params", {}).get(n) for n in names)
         for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
     }
-    combos = product(*(grid[n] for n in names))
-    points = [dict(zip(names, values, strict=True)) for values in combos]
-    return [p for p in points if tuple(p[n] for n in names) not in taken]
+    return [p for p in grid if tuple(p.get(n) for n in names) not in taken]
 
 
 def issue(
     study: optuna.Study,
     n_trials: int,
-    grid: dict[str, list] | None,
+    grid: list[dict] | None,
     by: str,
     seeds: Sequence[dict] = (),
 ) -> int:

@@ -46,8 +46,8 @@ def test_unscheduled_and_oversized_points_are_infeasible_trials(tmp_path: Path) 
     storage = open_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat=False)
     study = optuna.create_study(storage=storage, study_name="o", directions=["minimize"] * 2)
     study.set_user_attr(SETTINGS_ATTR, SETTINGS.to_json())
-    grid = {"sram_units": [2048, 6144, 16384, 32768]}  # 32, 96, 256, 512 KiB
-    grid |= {k: [v] for k, v in DesignPoint(0).cascader_options().items()}
+    options = DesignPoint(0).cascader_options()
+    grid = [{"sram_units": u, **options} for u in (2048, 6144, 16384, 32768)]  # 32..512 KiB
     assert issue(study, 4, grid, by="test") == 4
     space = SearchSpace(SETTINGS.sram_min, SETTINGS.sram_max)
     run_issued(study, make_objective(SETTINGS, space, _score), [])

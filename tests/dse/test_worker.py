@@ -18,7 +18,7 @@ import pytest
 from optuna.trial import TrialState
 
 from dse.cli import main
-from dse.space import DesignPoint
+from dse.space import ALWAYS_COPY_SIZES, DesignPoint
 from dse.study import NoTicketLeft, open_storage
 from dse.tickets import issue, requested_trials
 
@@ -130,14 +130,19 @@ def test_only_issued_trials_are_run(tmp_path: Path) -> None:
 
 def test_a_new_study_starts_with_seed_points_across_the_pool_range(tmp_path: Path) -> None:
     storage = f"sqlite:///{tmp_path / 'study.db'}"
-    _sweep(storage, "seeded", 8)  # 128 KiB..1 MiB: seeds at both ends of the ladder
+    _sweep(storage, "seeded", 12)  # 128 KiB..1 MiB: seeds over the ladder, both ends
     _sweep(storage, "seeded", 2)  # a continued study gets no more seeds
     study = optuna.load_study(study_name="seeded", storage=storage)
     fixed = [t.system_attrs["fixed_params"] for t in study.trials]
     defaults = DesignPoint(16).cascader_options()
-    assert fixed[:2] == [
-        {"sram_units": 128 * 1024 // 16, **defaults},
-        {"sram_units": 1024 * 1024 // 16, **defaults},
+    copy_all = DesignPoint(16, always_copy_size=ALWAYS_COPY_SIZES[-1]).cascader_options()
+    assert fixed[:3] == [
+        {"sram_units": 8192, "enable_cascader": True, **defaults},
+        {"sram_units": 23170, "enable_cascader": True, **copy_all},
+        {"sram_units": 65536, "enable_cascader": False, **defaults},
     ]
-    assert fixed[2:] == [{}] * 8
-    assert [t.params["sram_units"] for t in study.trials[:2]] == [8192, 65536]
+    assert fixed[3:] == [{}] * 11
+    # Seeded points run as given: the cascader-off seed is scheduled without the cascader.
+    configs = [t.user_attrs["config"] for t in study.trials[:3]]
+    assert [c["enable_cascader"] for c in configs] == [True, True, False]
+    assert [t.params["sram_units"] for t in study.trials[:3]] == [8192, 23170, 65536]
