@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+COST_MODELS = ("tvm", "vela")
+
 
 @dataclass(frozen=True)
 class CascaderOptions:
     """Options of one cascader run. `cascade_region` names the MemoryRegion the cascade (and
-    every interior buffer) lives in; the other fields bound the search."""
+    every interior buffer) lives in; `cost_model` picks how plans are costed: "tvm" is the
+    original cascader's model (bit-exact with TVM v0.18), "vela" follows Vela's performance
+    model (see cascader.core.plan_generation); the other fields bound the search."""
 
     cascade_region: str = "SRAM"
     max_proposals: int = 64
@@ -22,6 +26,13 @@ class CascaderOptions:
     disable_pareto_plans: bool = False
     disable_pareto_proposals: bool = False
     disable_block_culling: bool = True
+    cost_model: str = "tvm"
+
+    def __post_init__(self) -> None:
+        if self.cost_model not in COST_MODELS:
+            raise ValueError(
+                f"cost_model = {self.cost_model!r}, but must be one of {', '.join(COST_MODELS)}"
+            )
 
     def to_json(self) -> dict:
         data = asdict(self)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
+
+import numpy as np
 
 from cascader.core.propagator import Propagator
 from cascader.core.stripe_config import StripeConfig
@@ -30,6 +32,23 @@ class PerformanceInfo:
     write_bytes: int
     block_input_shape: tuple[int, ...]
     block_output_shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class BlockCosts:
+    """Cost of computing a whole output tensor with one output stripe config, per candidate
+    block config (rows): compute cycles, bytes read per input (columns), bytes written, and
+    each block's (input, output) shapes, whose innermost extents set the burst efficiency."""
+
+    compute_cycles: np.ndarray
+    read_bytes: np.ndarray
+    write_bytes: int
+    block_shapes: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]
+    moved_bytes: np.ndarray = field(init=False)  # read_bytes with the write as last column
+
+    def __post_init__(self) -> None:
+        written = np.full((len(self.read_bytes), 1), float(self.write_bytes))
+        object.__setattr__(self, "moved_bytes", np.hstack([self.read_bytes, written]))
 
 
 class Part(ABC):
@@ -87,6 +106,19 @@ class Part(ABC):
     @abstractmethod
     def performance_info(self, config: StripeConfig, mode: BufferMode) -> PerformanceInfo:
         """Cost of producing the whole output tensor with output stripe config `config`."""
+
+    def block_costs(self, config: StripeConfig, mode: BufferMode) -> BlockCosts:
+        """Cost of producing the whole output tensor with `config` under each block config
+        the part may use, counted as Vela's performance model counts it (the "vela" cost
+        model picks the block with the plan's memory regions known). A part without block
+        configs of its own offers its one `performance_info` cost."""
+        info = self.performance_info(config, mode)
+        return BlockCosts(
+            np.array([info.compute_cycles], dtype=np.float64),
+            np.array([info.read_bytes], dtype=np.float64),
+            info.write_bytes,
+            ((info.block_input_shape, info.block_output_shape),),
+        )
 
     def to_json(self) -> dict:
         return {

@@ -4,15 +4,18 @@ by merging open plans along the graph in reverse topological order."""
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from cascader.core.floats import f32
 from cascader.core.graph import CascaderGraph
 from cascader.core.memory_region import MemoryRegion
 from cascader.core.options import CascaderOptions
 from cascader.core.pareto import cull_plans
-from cascader.core.part import BufferMode, Part
+from cascader.core.part import BlockCosts, BufferMode, Part
 from cascader.core.plan import Plan
 from cascader.core.stripe_config import StripeConfig, count_stripes
 from cascader.core.stripe_generation import generate_output_stripe_configs
@@ -44,6 +47,34 @@ def transfer_efficiency(
         burst *= block_shape[-2] if len(block_shape) > 1 else 1
     burst *= tensor.dtype_bytes
     return f32(region.burst_length / min(burst, region.burst_length))
+
+
+# Vela's IFM blocks are a whole number of IFM micro-blocks deep (8 on every Ethos-U55/U65).
+IFM_DEPTH_GRANULE = 8
+
+
+def vela_efficiency(
+    tensor: Tensor, block_shape: tuple[int, ...], region: MemoryRegion, is_read: bool
+) -> float:
+    """Vela's burst-efficiency multiplier (npu_performance._estimate_memory_transfer_efficiency,
+    one NPU core) for a feature map moved in blocks of `block_shape`: NHWC reads burst one
+    block depth (a whole block row only for depth-1 blocks), writes at most 16 elements;
+    NHCWB16 (5-D tensors) moves 16-deep bricks one block row at a time."""
+    element = tensor.dtype_bytes
+    if len(tensor.shape) == 5:
+        width = block_shape[3] if len(block_shape) == 5 else block_shape[2]
+        burst = 16 * element * width
+    else:
+        depth, width = block_shape[-1], block_shape[-2] if len(block_shape) > 1 else 1
+        if is_read:  # the block configs clip the IFM block to the tensor; Vela does not
+            depth = -(-depth // IFM_DEPTH_GRANULE) * IFM_DEPTH_GRANULE
+        if depth == element and (is_read or depth <= 16):
+            burst = element * depth * width
+        elif is_read:
+            burst = element * depth
+        else:
+            burst = min(64, 16 * element, depth * element)
+    return region.burst_length / min(region.burst_length, max(burst, 1))
 
 
 def copy_cycles_hint(config: TensorConfig, regions: dict[str, MemoryRegion]) -> tuple[int, int]:
@@ -84,6 +115,10 @@ class PlanContext:
     _outputs: dict = field(default_factory=dict)
     _copy: dict = field(default_factory=dict)
     _efficiency: dict = field(default_factory=dict)
+    _vela_copy: dict = field(default_factory=dict)
+    _vela_costs: dict = field(default_factory=dict)
+    _region_matrices: dict = field(default_factory=dict)
+    _per_byte: dict = field(default_factory=dict)
 
     @property
     def cascade(self) -> str:
@@ -134,6 +169,83 @@ class PlanContext:
             self._copy[config.id] = found
         return found
 
+    def vela_copy(self, config: TensorConfig) -> float:
+        """DMA cycles of copying a tensor into its copy region, stripe by stripe as far as
+        the previous stripe does not already hold it: Vela's mem2mem time, the slower of
+        reading the home region and writing the copy region. Vela counts the copied bytes,
+        but not in the regions' access cycles."""
+        found = self._vela_copy.get(config.id)
+        if found is None:
+            home, copy = self.regions[config.home_region], self.regions[config.copy_region]
+            moved = sum(
+                math.prod(shape) * count
+                for stripe_config in config.stripe_configs
+                for shape, count in count_stripes(stripe_config, sliding=True)
+            )
+            moved *= config.tensor.dtype_bytes * config.tensor.compression_ratio
+            found = max(moved / home.read_bandwidth, moved / copy.write_bandwidth)
+            self._vela_copy[config.id] = found
+        return found
+
+    def vela_cost(
+        self, part: Part, config: StripeConfig, mode: BufferMode, areas: tuple[str, ...]
+    ) -> tuple[float, tuple[float, ...]]:
+        """(compute cycles, access cycles per region in `regions` order) of `part` producing
+        `config` with its inputs read from and its output written to the regions `areas`
+        (inputs, then output), under the block config Vela's model runs fastest there: the
+        smallest max(compute, each region's access cycles), first on ties."""
+        key = (part.id, config, mode, areas)
+        found = self._vela_costs.get(key)
+        if found is not None:
+            return found
+        costs = part.block_costs(config, mode)
+        factors = np.stack(
+            [self._cycles_per_byte(part, costs, slot, area) for slot, area in enumerate(areas)],
+            axis=1,
+        )
+        access = (costs.moved_bytes * factors) @ self._region_matrix(areas)
+        total = np.maximum(costs.compute_cycles, access.max(axis=1))
+        best = int(np.argmin(total))
+        found = (float(costs.compute_cycles[best]), tuple(access[best].tolist()))
+        self._vela_costs[key] = found
+        return found
+
+    def _region_matrix(self, areas: tuple[str, ...]) -> np.ndarray:
+        """(slots, regions) 0/1 matrix sending each slot's access cycles to its region."""
+        found = self._region_matrices.get(areas)
+        if found is None:
+            names = list(self.regions)
+            found = np.zeros((len(areas), len(names)))
+            for slot, area in enumerate(areas):
+                found[slot, names.index(area)] = 1.0
+            self._region_matrices[areas] = found
+        return found
+
+    def _cycles_per_byte(self, part: Part, costs: BlockCosts, slot: int, area: str) -> np.ndarray:
+        """Access cycles per byte of input `slot` (the output for slot = number of inputs)
+        of `part` moved in region `area`, per block config: Vela's burst efficiency over the
+        region's bandwidth (constants move at full bandwidth)."""
+        key = (part.id, slot, area)
+        found = self._per_byte.get(key)
+        if found is None:
+            is_read = slot < len(part.inputs)
+            tensor = part.inputs[slot] if is_read else part.output
+            region = self.regions[area]
+            bandwidth = region.read_bandwidth if is_read else region.write_bandwidth
+            found = (
+                np.array(
+                    [
+                        1.0
+                        if tensor.is_constant
+                        else vela_efficiency(tensor, shapes[0 if is_read else 1], region, is_read)
+                        for shapes in costs.block_shapes
+                    ]
+                )
+                / bandwidth
+            )
+            self._per_byte[key] = found
+        return found
+
     def efficiency(self, tensor: Tensor, block_shape: tuple[int, ...], region: str) -> float:
         key = (tensor.id, block_shape, region)
         found = self._efficiency.get(key)
@@ -173,6 +285,8 @@ def generate_single_plans(
     """One plan per (output stripe config, input config choice, output config) for `part`.
     With `joinable`, plans with an INTERIOR output config it rejects are not built (they
     could never merge into a consumer plan, so graph plan generation would drop them)."""
+    if ctx.options.cost_model == "vela":
+        return _vela_single_plans(part, output_stripe_configs, ctx, joinable)
     plans: list[Plan] = []
     group = 1 << part.id
     cascade = ctx.cascade
@@ -193,12 +307,7 @@ def generate_single_plans(
             choices = []
             for config in ctx.input_configs(sc, tensor):
                 copy_total, copy_initial = ctx.copy_cycles(config) if config.copy_tensor else (0, 0)
-                if config.home_region == cascade and config.state == BOUNDARY:
-                    memory = tensor.size
-                elif config.home_region == cascade or config.copy_region == cascade:
-                    memory = config.buffer_size
-                else:
-                    memory = 0
+                memory = _input_memory(config, cascade)
                 bandwidth = regions[config.copy_region].read_bandwidth
                 terms = [
                     f32(
@@ -262,6 +371,81 @@ def generate_single_plans(
                         group,
                         cascade,
                         input_memory + out_memory,
+                        cycles,
+                    )
+                )
+    return plans
+
+
+def _input_memory(config: TensorConfig, cascade: str) -> int:
+    """Cascade-region bytes an input config holds: the whole tensor when it is homed there,
+    its buffer when it is striped or copied into it, nothing otherwise."""
+    if config.home_region == cascade and config.state == BOUNDARY:
+        return config.tensor.size
+    if config.home_region == cascade or config.copy_region == cascade:
+        return config.buffer_size
+    return 0
+
+
+def _vela_single_plans(
+    part: Part,
+    output_stripe_configs: list[StripeConfig],
+    ctx: PlanContext,
+    joinable: Callable[[TensorConfig], bool] | None,
+) -> list[Plan]:
+    """`generate_single_plans` under the "vela" cost model: a plan costs what Vela's
+    performance model charges the op (npu_performance): the largest of its compute cycles,
+    its DMA copies into the cascade region (Vela prefetches them under the previous op or
+    double-buffers them, so they overlap compute rather than add to it) and each memory
+    region's access cycles (the bytes the NPU reads and writes there, feature maps scaled by
+    Vela's burst efficiency, over the region's bandwidth)."""
+    plans: list[Plan] = []
+    group = 1 << part.id
+    cascade = ctx.cascade
+    part.prepare_costs(output_stripe_configs)
+    for output_stripe_config in output_stripe_configs:
+        input_stripe_configs = part.input_stripe_configs(output_stripe_config)
+        outputs = ctx.output_configs(output_stripe_config, part.output)
+        wanted = [out.state == BOUNDARY or joinable is None or joinable(out) for out in outputs]
+        if not any(wanted):
+            continue
+        options = [
+            [
+                (
+                    config,
+                    _input_memory(config, cascade),
+                    ctx.vela_copy(config) if config.copy_tensor else 0.0,
+                )
+                for config in ctx.input_configs(sc, tensor)
+            ]
+            for sc, tensor in zip(input_stripe_configs, part.inputs, strict=True)
+        ]
+        for combo in _combinations(options):
+            inputs = tuple(c[0] for c in combo)
+            open_inputs = tuple(c for c in inputs if c.state == INTERIOR)
+            input_memory = sum(c[1] for c in combo)
+            dma = sum(c[2] for c in combo)
+            areas = tuple(c.copy_region for c in inputs)
+            tensor_configs = inputs
+            for out, keep in zip(outputs, wanted, strict=True):
+                tensor_configs = (*tensor_configs, out)
+                if not keep:
+                    continue
+                compute, access = ctx.vela_cost(
+                    part, output_stripe_config, out.buffer_mode, (*areas, out.copy_region)
+                )
+                cycles = int(max(compute, dma, *access))
+                boundary = out.home_region == cascade and out.state == BOUNDARY
+                memory = out.tensor.size if boundary else 0
+                open_configs = (*open_inputs, out) if out.state == INTERIOR else open_inputs
+                plans.append(
+                    Plan(
+                        tensor_configs,
+                        open_configs,
+                        out,
+                        group,
+                        cascade,
+                        input_memory + memory,
                         cycles,
                     )
                 )

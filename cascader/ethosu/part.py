@@ -11,9 +11,9 @@ import math
 import numpy as np
 
 from cascader.core.floats import f32
-from cascader.core.part import BufferMode, Part, PerformanceInfo
+from cascader.core.part import BlockCosts, BufferMode, Part, PerformanceInfo
 from cascader.core.propagator import Propagator
-from cascader.core.stripe_config import StripeConfig
+from cascader.core.stripe_config import StripeConfig, axis_stripe_sizes
 from cascader.core.tensor import Tensor
 from cascader.ethosu.block_config import BlockConfig
 
@@ -27,11 +27,17 @@ def _fit(values: tuple[int, ...], dims: int) -> np.ndarray:
     return out
 
 
+def _outer(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise outer product flattened: (rows, m) x (rows, n) -> (rows, m * n)."""
+    return (a[:, :, None] * b[:, None, :]).reshape(max(len(a), len(b)), -1)
+
+
 class EthosuPart(Part):
-    """An NPU operation. Its cost for an output stripe shape uses the block config that reads
-    the fewest bytes per output element; that choice and its per-input byte counts are
+    """An NPU operation. Its "tvm" cost for an output stripe shape uses the block config that
+    reads the fewest bytes per output element; that choice and its per-input byte counts are
     memoised per stripe shape, computed for all block configs and all the part's stripe
-    shapes at once."""
+    shapes at once. Its "vela" cost (`block_costs`) counts every block config as Vela does
+    and leaves the choice to the plan, which knows where each tensor lives."""
 
     kind = "ethosu"
 
@@ -69,6 +75,18 @@ class EthosuPart(Part):
         )
         self._choices: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
         self._infos: dict[tuple, PerformanceInfo] = {}
+        self._block_cycles = np.array(
+            [(b.compute_cycles, b.output_cycles) for b in self.block_configs], dtype=np.int64
+        )
+        self._block_costs: dict[tuple[StripeConfig, bool], BlockCosts] = {}
+        self._reads: dict[tuple[int, ...], np.ndarray] = {}  # per shape: blocks x inputs
+        self._block_volume = np.prod(np.maximum(self._block_out, 1), axis=1)
+        # Output axes whose clipping shrinks a block's DPU work: the depth (NHCWB16: the
+        # bricks and the 16 channels in each).
+        self._depth_axes = (2, 4) if len(self.output_quantum) == 5 else (3,)
+        self._block_shapes = tuple(
+            (tuple(b.input_shape), tuple(b.output_shape)) for b in self.block_configs
+        )
 
     def _bytes_read(self, shapes: np.ndarray) -> np.ndarray:
         """Bytes each block config reads per input (axes: stripe shapes, block configs,
@@ -112,7 +130,8 @@ class EthosuPart(Part):
         return result
 
     def prepare_costs(self, configs: list[StripeConfig]) -> None:
-        """Choose block configs for all new stripe shapes among `configs` in one batch."""
+        """Choose block configs for all new stripe shapes among `configs` in one batch (and
+        keep every block config's bytes read per shape, which the "vela" cost model needs)."""
         by_length: dict[int, dict[tuple[int, ...], None]] = {}
         for config in configs:
             if config.shape not in self._choices:
@@ -135,6 +154,7 @@ class EthosuPart(Part):
         single_buffered = in_volume <= 2 * self._block_in_volume[None, :]
         cost = np.where(single_buffered, cost / np.float32(2), cost)
         best = np.argmin(cost, axis=1)
+        self._reads.update(zip(shapes, per_input, strict=True))
         chosen = per_input[np.arange(len(shapes)), best].tolist()
         for shape, b, row in zip(shapes, best.tolist(), chosen, strict=True):
             self._choices[shape] = (b, tuple(row))
@@ -187,6 +207,94 @@ class EthosuPart(Part):
             cycles = int(f32(f32(compute_cycles * num_blocks) + out_cycles))
         return PerformanceInfo(
             cycles, read_bytes, write_bytes, tuple(block.input_shape), tuple(block_shape)
+        )
+
+    def block_costs(self, config: StripeConfig, mode: BufferMode) -> BlockCosts:
+        # Memoised per (config, rolls): a ROLLING output that cannot roll costs the same as
+        # a RECOMPUTE one, so both modes share one entry then.
+        rolls = (
+            mode == BufferMode.ROLLING
+            and config.stripe_count > 1
+            and all(
+                count == 1 for axis, count in enumerate(config.stripes) if axis != self._height_idx
+            )
+        )
+        key = (config, rolls)
+        costs = self._block_costs.get(key)
+        if costs is None:
+            costs = self._vela_block_costs(config, rolls)
+            self._block_costs[key] = costs
+        return costs
+
+    def _vela_block_costs(self, config: StripeConfig, sliding: bool) -> BlockCosts:
+        """Vela's count (npu_performance) for every block config: each stripe is one NPU
+        operation costing max(DPU, output) cycles per block over its own ceil-divided blocks
+        plus the smaller of the two once, a block clipped to a smaller stripe doing that
+        much less output work (and DPU work when clipped in depth; in height and width the
+        DPU's micro-blocks keep it); an elementwise op (no DPU work) costs its output
+        cycles per element written, not per whole block. A ROLLING output striped only along
+        its height (`sliding`) computes only the rows its predecessor did not; striped along
+        other axes it is recomputed, as the flow's schedule runs it. Inputs are read
+        as the blocks fetch them (the main input once per sub-kernel); the output is written
+        once per element computed."""
+        sizes = [
+            axis_stripe_sizes(offset, count, int(stride), shape, extent, sliding)
+            for offset, count, stride, shape, extent in zip(
+                config.offset,
+                config.stripes,
+                config.strides,
+                config.shape,
+                config.extent,
+                strict=True,
+            )
+        ]
+        # Per block config (rows) and distinct stripe shape (columns, the product of each
+        # axis' sizes): blocks per stripe, and the fraction of a block's DPU work and of
+        # its output elements left when Vela clips the block to a smaller stripe.
+        blocks = np.maximum(self._block_out, 1).astype(np.float64)
+        used = sizes[: blocks.shape[1]]
+        # Axes with one stripe size (most of them) in one go; the others as outer products.
+        whole = [axis for axis, by_size in enumerate(used) if len(by_size) == 1]
+        size = np.array([next(iter(used[axis])) for axis in whole], dtype=np.float64)
+        clipped = np.minimum(size, blocks[:, whole]) / blocks[:, whole]
+        depth = [i for i, axis in enumerate(whole) if axis in self._depth_axes]
+        n_blocks = np.prod(np.ceil(size / blocks[:, whole]), axis=1, keepdims=True)
+        out_part = np.prod(clipped, axis=1, keepdims=True)
+        dpu_part = np.prod(clipped[:, depth], axis=1, keepdims=True)
+        stripes = np.array([[math.prod(next(iter(used[axis].values())) for axis in whole)]])
+        for axis, by_size in enumerate(used):
+            if len(by_size) == 1:
+                continue
+            size = np.fromiter(by_size, dtype=np.float64, count=len(by_size))[None, :]
+            count = np.fromiter(by_size.values(), dtype=np.float64, count=len(by_size))[None, :]
+            block = blocks[:, axis, None]
+            clipped = np.minimum(size, block) / block
+            n_blocks = _outer(n_blocks, np.ceil(size / block))
+            out_part = _outer(out_part, clipped)
+            dpu_part = _outer(
+                dpu_part, clipped if axis in self._depth_axes else np.ones_like(clipped)
+            )
+            stripes = _outer(stripes, count)
+        dpu = self._block_cycles[:, 0, None] * dpu_part
+        out = self._block_cycles[:, 1, None] * out_part
+        per_block = np.maximum(dpu, out)
+        stripe_cycles = per_block * n_blocks + np.minimum(dpu, out)
+        written = math.prod(sum(n * c for n, c in by_size.items()) for by_size in sizes)
+        cycles = np.where(
+            self._block_cycles[:, 0] > 0,
+            stripe_cycles @ stripes[0],
+            np.ceil(self._block_cycles[:, 1] * written / self._block_volume),
+        )
+        stripe_count = math.prod(config.stripes)
+        if config.shape not in self._reads:
+            self._choose_blocks([config.shape])
+        read = self._reads[config.shape] * stripe_count
+        read[:, 0] *= self.subkernels
+        return BlockCosts(
+            cycles.astype(np.float64),
+            read.astype(np.float64),
+            written * self.output.dtype_bytes,
+            self._block_shapes,
         )
 
     def to_json(self) -> dict:
