@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from cascader.core.errors import GraphFormatError
+from cascader.core.options import COST_MODELS
 from cascader.ethosu.errors import DeviceConfigError
 from cascader.flow.errors import ModelError
 from dse.defaults import (
@@ -107,6 +108,13 @@ def _add_cascader_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-plan-size", type=_positive_int, default=None, metavar="N")
     g.add_argument("--max-proposals", type=_positive_int, default=None, metavar="N")
     g.add_argument("--always-copy-size", type=_non_negative_int, default=None, metavar="BYTES")
+    g.add_argument(
+        "--cost-model",
+        choices=COST_MODELS,
+        default=None,
+        help="how the cascader costs plans: tvm (the original's model, default) or vela "
+        "(follows Vela's performance model)",
+    )
     g.add_argument(
         "--proposal-region",
         type=_size,

@@ -254,5 +254,7 @@ def point_args(args: argparse.Namespace, config: dict) -> argparse.Namespace:
             "max_plan_size": options["max_plan_size"],
             "max_proposals": options["max_proposals"],
             "always_copy_size": options["always_copy_size"],
+            # Configs exported before the cost model was a choice used the original's.
+            "cost_model": options.get("cost_model", "tvm"),
         }
     )

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from cascader.core.options import COST_MODELS
+
 CONFIG_FORMAT = "cascader-dse-config"
 CONFIG_VERSION = 1
 
@@ -30,6 +32,7 @@ _OPTIONS = {
         "max_plan_size": {"type": "integer", "minimum": 1},
         "max_proposals": {"type": "integer", "minimum": 1},
         "always_copy_size": _COUNT,
+        "cost_model": {"enum": list(COST_MODELS)},
     },
 }
 

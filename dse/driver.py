@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import optuna
 from optuna.trial import TrialState
@@ -12,7 +13,7 @@ from tqdm import tqdm
 
 from dse.cache_stats import record
 from dse.objective import Evaluator, make_objective
-from dse.space import SearchSpace
+from dse.space import SRAM_ALIGN, SearchSpace
 from dse.study import StudySettings, load_settings, open_storage
 from dse.tickets import completed_trials, issue, run_issued
 
@@ -38,14 +39,37 @@ def space_of(settings: StudySettings) -> SearchSpace:
     )
 
 
-def issue_trials(study: optuna.Study, n_trials: int, by: str) -> int:
+def floor_seeds(space: SearchSpace, evaluate: Evaluator, count: int) -> list[dict]:
+    """The first `count` seed kinds, each at the smallest pool its schedules fit in: probed
+    at the lowest pool, where a point that does not fit still reports what its smallest
+    schedule needs (the probes are evaluations too, and count in the cache statistics). The
+    low end of a front then comes from a few exact trials instead of the sampler's luck
+    (random pools rarely land just above a floor)."""
+    seeds = []
+    for kind in space.seed_kinds()[:count]:
+        probe = evaluate(replace(kind, sram_pool_bytes=space.low))
+        need = probe["sram_used_bytes"]
+        if need is None:
+            continue
+        pool = space.low if probe["fits"] else -(-need // SRAM_ALIGN) * SRAM_ALIGN
+        if pool <= space.high:
+            seeds.append(space.params_of(replace(kind, sram_pool_bytes=pool)))
+    return seeds
+
+
+def issue_trials(
+    study: optuna.Study, n_trials: int, by: str, evaluate: Evaluator | None = None
+) -> int:
     """Enqueue this command's share of trials: for a grid study, unvisited grid points; for a
-    new study, seed points spread over the pool range first (see SearchSpace.seed_points)."""
+    new study, seed points first: with `evaluate`, each seed kind at its floor (see
+    floor_seeds), then points spread over the pool range (see SearchSpace.seed_points)."""
     settings = load_settings(study)
     space = space_of(settings)
     if settings.sampler == "grid":
         return issue(study, n_trials, space.grid_points(), by)
-    seeds = space.seed_points(n_trials // SEED_SHARE) if not study.trials else []
+    count = n_trials // SEED_SHARE if not study.trials else 0
+    seeds = floor_seeds(space, evaluate, count) if evaluate is not None else []
+    seeds += [p for p in space.seed_points(count - len(seeds)) if p not in seeds]
     return issue(study, n_trials, None, by, seeds)
 
 

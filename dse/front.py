@@ -49,6 +49,7 @@ def format_front(rows: list[dict]) -> str:
         options = (
             f"sf={cfg['stripe_factors']} mps={cfg['max_plan_size']} "
             f"mp={cfg['max_proposals']} acs={cfg['always_copy_size']}"
+            f"{' cost=vela' if cfg.get('cost_model') == 'vela' else ''}"
             if cascaded
             else "cascader off"
         )

@@ -33,6 +33,7 @@ def cascader_options(args: argparse.Namespace) -> CascaderOptions | None:
         "max_plan_size": args.max_plan_size,
         "max_proposals": args.max_proposals,
         "always_copy_size": args.always_copy_size,
+        "cost_model": args.cost_model,
     }
     return CascaderOptions(
         enable_striping=not args.no_striping,
@@ -92,6 +93,7 @@ def _graph_estimate(args: argparse.Namespace, sram: int) -> dict:
         max_plan_size=options.max_plan_size,
         max_proposals=options.max_proposals,
         always_copy_size=options.always_copy_size,
+        cost_model=options.cost_model,
     )
     return evaluator(point)
 

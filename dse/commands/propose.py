@@ -40,7 +40,10 @@ def _override_options(options: CascaderOptions, overrides: list[str]) -> Cascade
                 raise BadInput(f"--option {key}: {raw!r} is not an integer") from None
         else:
             values[key] = raw
-    return dataclasses.replace(options, **values)
+    try:
+        return dataclasses.replace(options, **values)
+    except ValueError as error:  # a value the options refuse, e.g. an unknown cost model
+        raise BadInput(f"--option: {error}") from None
 
 
 def _default_regions(graph_regions: dict | None, sram: int | None) -> dict[str, MemoryRegion]:

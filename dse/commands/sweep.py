@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     storage = open_storage(storage_url)
     name = args.study or f"{Path(settings.source_path).stem}-{settings.accelerator}"
     study = create_or_continue(storage, name, settings, make_sampler(args.sampler))
-    issued = issue_trials(study, args.trials, by="sweep")
+    issued = issue_trials(study, args.trials, by="sweep", evaluate=evaluate)
     if args.jobs == 1:
         run_trials(study, evaluate, issued, progress=not args.json)
     else:

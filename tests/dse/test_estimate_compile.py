@@ -142,31 +142,42 @@ def test_compile_rebuilds_an_exported_point_exactly(tmp_path: Path, capsys) -> N
 
 def test_each_seed_kind_exports_and_rebuilds_exactly(tmp_path: Path, capsys) -> None:
     """The seeds of a new model study: cascader defaults, cascader copying every constant,
-    and no cascader; each exported point compiles back to its predicted cycles and SRAM."""
+    no cascader, and the cascader costing plans like Vela; each exported point compiles back
+    to its predicted cycles and SRAM."""
     out = tmp_path / "study"
-    sweep = ["sweep", "--model", str(EXAMPLE), "--trials", "12", "--sram-min", "192KiB",
+    sweep = ["sweep", "--model", str(EXAMPLE), "--trials", "16", "--sram-min", "192KiB",
              "--sram-max", "1MiB", "--out", str(out), "--study", "s", "--json"]  # fmt: skip
     assert main(sweep) == 0
     storage = json.loads(capsys.readouterr().out)["storage"]
-    enabled = []
-    for trial in range(3):
+    kinds = []
+    for trial in range(4):
         cfg = tmp_path / f"cfg{trial}.json"
         assert main(["export", "--storage", storage, "--study", "s", "--trial", str(trial),
                      "-o", str(cfg)]) == 0  # fmt: skip
         config = json.loads(cfg.read_text())
-        enabled.append(config["cascader"]["enabled"])
-        assert (
-            config["snippets"]["tvm"]["pass_config"]["relay.ext.ethos-u.options"]["enable_cascader"]
-            is enabled[-1]
-        )
+        cascader = config["cascader"]
+        kinds.append((cascader["enabled"], cascader["options"]["cost_model"]))
+        tvm_options = config["snippets"]["tvm"]["pass_config"]["relay.ext.ethos-u.options"]
+        assert tvm_options["enable_cascader"] is cascader["enabled"]
         built = tmp_path / f"built{trial}"
         assert main(["compile", "--model", str(EXAMPLE), "--config", str(cfg),
                      "-o", str(built)]) == 0  # fmt: skip
         estimate = json.loads((built / "manifest.json").read_text())["estimate"]
-        assert estimate["cascader"]["enabled"] is enabled[-1]
+        assert estimate["cascader"]["enabled"] is cascader["enabled"]
+        if cascader["enabled"]:
+            assert estimate["cascader"]["options"]["cost_model"] == kinds[-1][1]
         assert round(estimate["total_cycles"]) == config["predicted"]["total_cycles"]
         assert estimate["sram_used_bytes"] == config["predicted"]["sram_used_bytes"]
-    assert enabled == [True, True, False]
+    assert kinds == [(True, "tvm"), (True, "tvm"), (False, "tvm"), (True, "vela")]
+
+
+def test_cost_model_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    vela = _estimate(capsys, "--sram", "256KiB", "--cost-model", "vela")
+    assert vela["cascader"]["options"]["cost_model"] == "vela" and vela["fits"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["estimate", "--model", str(EXAMPLE), "--cost-model", "bogus"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'bogus'" in capsys.readouterr().err
 
 
 def test_compile_refuses_a_corrupt_config_in_one_line(tmp_path: Path, capsys) -> None:

@@ -152,7 +152,8 @@ def test_an_exported_config_verifies_the_point_it_describes(
     capsys: pytest.CaptureFixture[str], chain: Path, tmp_path: Path
 ) -> None:
     out_dir, config = tmp_path / "study", tmp_path / "cfg.json"
-    assert main(["sweep", "--model", str(chain), "--trials", "3", "--out", str(out_dir)]) == 0
+    # Four trials: the first is the one seed, the cascader at its default options.
+    assert main(["sweep", "--model", str(chain), "--trials", "4", "--out", str(out_dir)]) == 0
     storage = f"sqlite:///{out_dir / 'study.db'}"
     assert main(["export", "--storage", storage, "--study", "chain-ethos-u55-256",
                  "--trial", "0", "-o", str(config)]) == 0  # fmt: skip

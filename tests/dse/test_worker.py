@@ -128,21 +128,25 @@ def test_only_issued_trials_are_run(tmp_path: Path) -> None:
     assert [t.state for t in study.trials] == [TrialState.RUNNING] * 2
 
 
-def test_a_new_study_starts_with_seed_points_across_the_pool_range(tmp_path: Path) -> None:
+def test_a_new_study_starts_with_each_seed_kind_at_its_floor(tmp_path: Path) -> None:
     storage = f"sqlite:///{tmp_path / 'study.db'}"
-    _sweep(storage, "seeded", 12)  # 128 KiB..1 MiB: seeds over the ladder, both ends
+    _sweep(storage, "seeded", 12)  # three seeds: the first three seed kinds, each at its floor
     _sweep(storage, "seeded", 2)  # a continued study gets no more seeds
     study = optuna.load_study(study_name="seeded", storage=storage)
     fixed = [t.system_attrs["fixed_params"] for t in study.trials]
     defaults = DesignPoint(16).cascader_options()
     copy_all = DesignPoint(16, always_copy_size=ALWAYS_COPY_SIZES[-1]).cascader_options()
-    assert fixed[:3] == [
-        {"sram_units": 8192, "enable_cascader": True, **defaults},
-        {"sram_units": 23170, "enable_cascader": True, **copy_all},
-        {"sram_units": 65536, "enable_cascader": False, **defaults},
+    assert [{k: v for k, v in f.items() if k != "sram_units"} for f in fixed[:3]] == [
+        {"enable_cascader": True, **defaults},
+        {"enable_cascader": True, **copy_all},
+        {"enable_cascader": False, **defaults},
     ]
     assert fixed[3:] == [{}] * 11
-    # Seeded points run as given: the cascader-off seed is scheduled without the cascader.
-    configs = [t.user_attrs["config"] for t in study.trials[:3]]
-    assert [c["enable_cascader"] for c in configs] == [True, True, False]
-    assert [t.params["sram_units"] for t in study.trials[:3]] == [8192, 23170, 65536]
+    for trial in study.trials[:3]:
+        # Each seed fits its pool, which is the sweep's lowest or within 16 bytes of its need.
+        metrics, pool = trial.user_attrs["metrics"], trial.user_attrs["config"]["sram_pool_bytes"]
+        assert metrics["fits"]
+        assert pool == 128 * 1024 or pool - metrics["sram_used_bytes"] < 16
+    assert [t.user_attrs["config"]["enable_cascader"] for t in study.trials[:3]] == [
+        True, True, False
+    ]  # fmt: skip
