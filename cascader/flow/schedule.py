@@ -645,8 +645,11 @@ class _Builder:
         held: dict[int, Box] = {}  # copy buffer -> box it holds
         origins: dict[int, tuple[int, ...]] = {}  # window buffer -> origin of what it holds
         computed: dict[int, set[Box]] = {}  # part -> boxes its buffer still holds
-        required_by_stripe = [self._requirements(plan, box) for box in boxes]
-        self._choose_blocks(plan, required_by_stripe)
+        boxes, required_by_stripe = self._leanest_grid(plan, boxes)
+        # Blocks are chosen for the largest box a part is asked for; untrimmed, a rolling
+        # part's consumers ask it for their whole window, which picks blocks that suit the
+        # rows it computes per stripe better than its (largest) first stripe does.
+        self._choose_blocks(plan, [self._requirements(plan, box) for box in boxes])
         self._size_plan_buffers(plan, required_by_stripe, window, copies, alternates)
         for index, required in enumerate(required_by_stripe):
             for pid in plan.parts:
@@ -654,7 +657,9 @@ class _Builder:
                 if part.in_line:
                     continue
                 op = net.ops[pid]
-                ofm = required[pid]
+                ofm = required.get(pid)
+                if ofm is None:  # its consumers roll and need no new rows of it
+                    continue
                 mode = plan.outputs[pid].mode
                 if mode == "rolling":
                     done = rolled.get(pid, 0)
@@ -761,8 +766,80 @@ class _Builder:
         for buf in live:  # live to the plan's last step
             self.buffers[buf].last = max(self.buffers[buf].last, len(self.steps) - 1)
 
-    def _requirements(self, plan: _Plan, box: Box) -> dict[int, Box]:
-        """Per part of the plan, the box of its output this output stripe needs."""
+    def _leanest_grid(
+        self, plan: _Plan, boxes: list[Box]
+    ) -> tuple[list[Box], list[dict[int, Box]]]:
+        """The output stripes and each stripe's requirements. In a plan striped down the
+        height whose parts roll, the first stripe computes every row its consumers' windows
+        reach while later stripes compute only new rows, so the first stripe can set the
+        rolling buffers' size. A shorter first stripe (the grid after it shifts with it) can
+        trim them: the grid whose interior buffers take the fewest bytes wins, then the one
+        with the fewest stripes, then the cascader's own (each stripe costs some cycles)."""
+        required = self._plan_requirements(plan, boxes)
+        full = self.net.ops[plan.output_part].ofm.shape
+        height = boxes[0].shape[1]
+        striped_by_height = all(b.shape[a] == full[a] for b in boxes for a in (0, 2, 3))
+        if plan.depth_slices or len(boxes) < 2 or height < 2 or not striped_by_height:
+            return boxes, required
+        if not any(plan.outputs[pid].mode == "rolling" for pid in plan.parts):
+            return boxes, required
+        best = (self._interior_bytes(plan, required), len(boxes), -height)
+        chosen = boxes, required
+        for first in range(1, height):
+            starts = [0, *range(first, full[1], height)]
+            ends = [*starts[1:], full[1]]
+            grid = [_rows_from(_full(full), lo, hi) for lo, hi in zip(starts, ends, strict=True)]
+            needs = self._plan_requirements(plan, grid)
+            cost = (self._interior_bytes(plan, needs), len(grid), -first)
+            if cost < best:
+                best, chosen = cost, (grid, needs)
+        return chosen
+
+    def _interior_bytes(self, plan: _Plan, required: list[dict[int, Box]]) -> int:
+        """The bytes of the plan's interior buffers, framed as `_size_plan_buffers` does."""
+        graph = self.net.graph
+        total = 0
+        for pid in plan.parts:
+            if plan.outputs[pid].mode == "tensor" or graph.parts[pid].in_line:
+                continue
+            frame = _max_shape([r[pid] for r in required if pid in r])
+            _, layout, nbytes = self.tensor_shape(graph.parts[pid].output.id)
+            total += _align(feature_map_bytes(frame, layout, nbytes))
+        return total
+
+    def _plan_requirements(self, plan: _Plan, boxes: list[Box]) -> list[dict[int, Box]]:
+        """Per output stripe, the box of each part's output it needs. A part that rolls
+        computes only the rows it has not computed before, so its inputs are asked for what
+        those rows read, not what all the rows it holds read: its producers' buffers then
+        hold no more rows than a stripe uses (the run loop trims the same way)."""
+        required = [self._requirements(plan, box) for box in boxes]
+        rolling = frozenset(
+            pid
+            for pid in plan.parts
+            if plan.outputs[pid].mode == "rolling"
+            and not self.net.graph.parts[pid].in_line
+            and _rolls(self.net.ops[pid].ofm.shape, [r[pid] for r in required if pid in r])
+        )
+        if not rolling:
+            return required
+        rolled: dict[int, int] = {}
+        trimmed = [self._requirements(plan, box, rolling, rolled) for box in boxes]
+        # Every part trimmed for must still roll, or the run loop would compute it whole.
+        for pid in rolling:
+            if not _rolls(self.net.ops[pid].ofm.shape, [r[pid] for r in trimmed if pid in r]):
+                return required
+        return trimmed
+
+    def _requirements(
+        self,
+        plan: _Plan,
+        box: Box,
+        rolling: frozenset[int] = frozenset(),
+        rolled: dict[int, int] | None = None,
+    ) -> dict[int, Box]:
+        """Per part of the plan, the box of its output this output stripe needs; for the
+        `rolling` parts, their inputs are asked only for the rows past `rolled` (rows each
+        has computed so far, advanced here)."""
         graph, net = self.net.graph, self.net
         need: dict[int, Box] = {plan.output_part: box}
         inside = set(plan.parts)
@@ -772,10 +849,17 @@ class _Builder:
             if _resamples(net.ops[pid]):
                 need[pid] = _full(net.ops[pid].ofm.shape)
             part = graph.parts[pid]
+            computes = need[pid]
+            if pid in rolling and rolled is not None:
+                done = rolled.get(pid, 0)
+                rolled[pid] = max(done, computes.end[1])
+                computes = _rows_from(computes, done)
+                if computes.empty:
+                    continue
             if part.in_line:
                 boxes = (_full(net.ops[pid].ifm.shape),)
             else:
-                boxes, _ = input_boxes(net.ops[pid], need[pid])
+                boxes, _ = input_boxes(net.ops[pid], computes)
             for slot, ifm_box in enumerate(boxes):
                 tensor = part.inputs[slot]
                 producer = self.produced_by.get(tensor.id)
@@ -794,7 +878,7 @@ class _Builder:
             boxes = [r[pid] for r in required_by_stripe if pid in r]
             frame = _max_shape(boxes)
             full = net.ops[pid].ofm.shape
-            if mode == "rolling" and any(frame[a] != full[a] for a in (0, 2, 3)):
+            if mode == "rolling" and not _rolls(full, boxes):
                 mode = "window"  # striped across more than the height: no circular buffer
                 plan.outputs[pid] = replace(plan.outputs[pid], mode="window")
             rows = frame[1] if mode == "rolling" else 0
@@ -1208,6 +1292,20 @@ def _union(a: Box | None, b: Box) -> Box:
     lo = tuple(min(x, y) for x, y in zip(a.start, b.start, strict=True))
     hi = tuple(max(x, y) for x, y in zip(a.end, b.end, strict=True))
     return Box(lo, tuple(h - low for low, h in zip(lo, hi, strict=True)))
+
+
+def _rows_from(box: Box, row: int, stop: int | None = None) -> Box:
+    """The part of `box` at or below height `row` (and above `stop`)."""
+    start = max(box.start[1], row)
+    end = box.end[1] if stop is None else min(box.end[1], stop)
+    return Box((box.start[0], start, *box.start[2:]), (box.shape[0], end - start, *box.shape[2:]))
+
+
+def _rolls(full: tuple[int, ...], boxes: list[Box]) -> bool:
+    """Whether a part holding these boxes can roll: every box spans all of its output but
+    the height (as `_size_plan_buffers` decides)."""
+    frame = _max_shape(boxes)
+    return all(frame[a] == full[a] for a in (0, 2, 3))
 
 
 def _max_shape(boxes: list[Box]) -> tuple[int, ...]:

@@ -1,0 +1,91 @@
+"""The smallest SRAM mobilenet_v2_100_224 fits in on ethos-u55-256 (Shared_Sram: the input,
+the output and every feature map in the SRAM arena, weights in flash), against Vela 5.2's
+`--optimise Size` footprint of 353.5 KiB: rolling buffers hold only the rows one stripe reads,
+and the sweep's seeds include the options of the smallest schedules."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from flow_models import model_path
+from test_schedule import check_allocation, check_schedule
+
+from cascader.core.options import CascaderOptions
+from cascader.ethosu.codegen import encoded_weights
+from cascader.ethosu.memory import system_memory
+from cascader.flow.frontend import load_tflite
+from cascader.flow.pipeline import front_half, proposals
+from cascader.flow.schedule import Stripe, proposal_schedule
+from cascader.verify import verify_model
+from dse.space import SMALLEST, SearchSpace
+
+U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
+VELA_SIZE_FLOOR = 361_984  # Vela 5.2 --optimise Size, regor: 353.5 KiB
+REGION = 4 << 20  # proposals generated once for a sweep's largest pool, as a sweep does
+
+
+@pytest.fixture(scope="module")
+def mobilenet() -> bytes:
+    return load_tflite(model_path("mobilenet_v2_100_224"))
+
+
+def _smallest_schedule(model: bytes, options: CascaderOptions):
+    """The schedule of the proposal with the smallest budget, which a pool under every
+    budget gets."""
+    front = front_half(model, U55[0])
+    memory = system_memory(*U55, REGION)
+    options = replace(options, cascade_region=memory.roles["cascade"])
+    smallest = proposals(front, memory, options, REGION).proposals[0]
+
+    def size(part: int, lo: int, hi: int, depth: int) -> int:
+        return len(encoded_weights(U55[0], front.network.ops[part], lo, hi, depth))
+
+    return smallest, proposal_schedule(front.network, smallest, memory, size, check=False)
+
+
+def test_rolling_buffers_hold_only_the_rows_one_stripe_reads(mobilenet: bytes) -> None:
+    proposal, schedule = _smallest_schedule(
+        mobilenet, CascaderOptions(enable_striping=True, always_copy_size=0)
+    )
+    check_schedule(schedule)
+    check_allocation(schedule)
+    rolling = {b.index: b for b in schedule.buffers if b.kind == "rolling"}
+    assert rolling
+    read_rows = dict.fromkeys(rolling, 0)
+    for step in schedule.steps:
+        if isinstance(step, Stripe):
+            for box, buf, _ in step.ifms:
+                if buf in read_rows:
+                    read_rows[buf] = max(read_rows[buf], box.shape[1])
+    assert {i: b.rows for i, b in rolling.items()} == read_rows
+    # The first plan (the stem to the first 56x56x24 tensor) starts with a one-row stripe:
+    # with two-row stripes its first stripe would need a fifth row of two rolling buffers.
+    stem = next(p for p in proposal.plans if len(p.part_ids) == 6)
+    heights = [s.ofm.shape[1] for s in schedule.stripes_of(min(stem.part_ids))]  # its output
+    assert heights[0] == 1 and set(heights[1:-1]) == {2}
+    # Below the cascader's own budget, and below Vela's smallest footprint.
+    assert schedule.sram_bytes < proposal.memory_usage
+    assert schedule.sram_bytes < VELA_SIZE_FLOOR
+
+
+def test_the_smallest_options_need_100_kib_less_than_vela_and_run_bit_exactly(
+    mobilenet: bytes,
+) -> None:
+    # Two stripe factors (whole or one output quantum) reach the same floor as the default
+    # five in a sixth of the time: the floor's stripes are one quantum. A pool under every
+    # proposal's budget gets the smallest proposal.
+    options = replace(CascaderOptions(**SMALLEST.cascader_options()), stripe_factors=2)
+    result = verify_model(mobilenet, system_memory(*U55, 128 * 1024), options,
+                          proposal_region_bytes=REGION)  # fmt: skip
+    schedule = result.point.schedule
+    assert result.point.cascade.chosen_index == 0
+    assert schedule.sram_bytes < VELA_SIZE_FLOOR - 100 * 1024  # 250.4 KiB when written
+    assert result.max_abs_diff()["schedule_vs_reference"] == 0
+    check_allocation(schedule)
+
+
+def test_a_sweep_seeds_the_smallest_schedules() -> None:
+    space = SearchSpace(32 * 1024, 4 << 20, cascader_optional=True)
+    seeded = [{k: v for k, v in p.items() if k != "sram_units"} for p in space.seed_points(16)]
+    assert {**SMALLEST.cascader_options(), "enable_cascader": True} in seeded
