@@ -59,7 +59,7 @@ class ModelEvaluator:
         if not front.network.graph.parts:
             raise BadInput(f"{path}: no operator runs on the NPU, so there is nothing to explore")
         self._scored: dict[DesignPoint, dict] = {}
-        self._proposed: set[tuple] = set()
+        self._proposed: set = set()  # option sets, as their proposals go
         self.cache = {
             "front_half": CacheCounter(),
             "proposals": CacheCounter(),
@@ -80,15 +80,16 @@ class ModelEvaluator:
         """The point's estimate object; a point the flow cannot schedule (no proposal fits,
         or one the lowering cannot express) is an infeasible point with its reason."""
         from cascader.core.options import CascaderOptions
-        from cascader.flow.pipeline import estimate
+        from cascader.flow.pipeline import estimate, proposal_options
         from cascader.flow.schedule import ScheduleError
 
         s = self.settings
         options = CascaderOptions(**point.cascader_options()) if point.enable_cascader else None
         if options is not None:
             # Proposals are generated once per option set for the study's largest pool and
-            # chosen per pool (cascader.flow.pipeline.proposals caches them).
-            key = tuple(sorted(point.cascader_options().items()))
+            # chosen per pool (cascader.flow.pipeline.proposals caches them; option sets
+            # that make the same proposals share them).
+            key = proposal_options(options)
             self.cache["proposals"].count(key in self._proposed)
             self._proposed.add(key)
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,6 +70,7 @@ from cascader.flow.schedule import (
     Stripe,
     copy_box,
 )
+from cascader.flow.te import SCALE_BIAS_BYTES
 
 __all__ = [
     "Compiled",
@@ -117,6 +119,25 @@ def _is_part_kernel_first(op: Conv2D) -> bool:
 _ENCODED: dict[tuple, bytes] = {}
 
 
+@dataclass
+class _OpConstants:
+    """One convolution's encoded constants, kept while the op lives: a sweep schedules the
+    same network's ops again and again, slicing the same channels each time."""
+
+    bias_records: np.ndarray | None = None  # (channels, SCALE_BIAS_BYTES) uint8, Vela's records
+    weights: dict[tuple, bytes] = field(default_factory=dict)
+
+
+_BY_OP: weakref.WeakKeyDictionary[Conv2D, _OpConstants] = weakref.WeakKeyDictionary()
+
+
+def _op_constants(op: Conv2D) -> _OpConstants:
+    found = _BY_OP.get(op)
+    if found is None:
+        found = _BY_OP[op] = _OpConstants()
+    return found
+
+
 def _laid_out(streams: list[bytes]) -> bytes:
     """Per-core streams end to end, each but the last padded so the next starts aligned."""
     return b"".join(s + bytes(_aligned(len(s)) - len(s)) for s in streams[:-1]) + streams[-1]
@@ -138,8 +159,18 @@ def encoded_weights(accelerator: str, op: Conv2D, lo: int, hi: int, depth: int) 
 
 
 def _encoded_weights(accelerator: str, op: Conv2D, channels: slice, depth: int) -> bytes:
-    """Cached by content: the scheduler sizes buffers with it, codegen emits it, and a sweep
-    encodes the same slices again and again."""
+    """Cached per op and slice, and under that by content (equal weights of another op or
+    of a rebuilt network): the scheduler sizes buffers with it, codegen emits it, and a
+    sweep encodes the same slices again and again."""
+    memo = _op_constants(op).weights
+    key = (accelerator, channels.start, channels.stop, channels.step, depth)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _encoded_by_content(accelerator, op, channels, depth)
+    return found
+
+
+def _encoded_by_content(accelerator: str, op: Conv2D, channels: slice, depth: int) -> bytes:
     weights = op.weights[channels].astype(np.int16) - np.int16(op.weight_zero_point)
     key = (
         accelerator,
@@ -177,15 +208,23 @@ def _encode(accelerator: str, op: Conv2D, weights: np.ndarray, depth: int) -> by
 
 def core_bias_streams(accelerator: str, op: Conv2D, lo: int, hi: int, depth: int) -> list[bytes]:
     """Vela's scale-bias encoding of output channels [lo, hi), one stream per active core."""
-    return [
-        b"".join(
+    records = _bias_records(op)
+    return [records[channels].tobytes() for channels, _ in core_shares(accelerator, lo, hi, depth)]
+
+
+def _bias_records(op: Conv2D) -> np.ndarray:
+    """Vela's scale-bias record of each output channel (`npu_encode_bias`), one row each,
+    encoded once per op: a stream is its channels' records end to end."""
+    memo = _op_constants(op)
+    if memo.bias_records is None:
+        packed = b"".join(
             bytes(npu_encode_bias(np.int64(b), int(m), int(s)))
-            for b, m, s in zip(
-                op.biases[channels], op.multipliers[channels], op.shifts[channels], strict=True
-            )
+            for b, m, s in zip(op.biases, op.multipliers, op.shifts, strict=True)
         )
-        for channels, _ in core_shares(accelerator, lo, hi, depth)
-    ]
+        records = np.frombuffer(packed, dtype=np.uint8).reshape(-1, SCALE_BIAS_BYTES)
+        records.flags.writeable = False
+        memo.bias_records = records
+    return memo.bias_records
 
 
 def _core_ranges(region: int, address: int, streams: list[bytes]) -> list[NpuAddressRange]:
@@ -203,15 +242,19 @@ class _ConstantPool:
 
     def __init__(self) -> None:
         self.data = bytearray()
-        self.offsets: dict[object, int] = {}
+        self.ranges: dict[object, tuple[int, int]] = {}  # key -> (offset, aligned length)
 
     def add(self, key: object, payload: bytes) -> NpuAddressRange:
-        offset = self.offsets.get(key)
-        if offset is None:
-            offset = len(self.data)
-            self.offsets[key] = offset
-            self.data += payload + bytes(_aligned(len(payload)) - len(payload))
-        return NpuAddressRange(REGION_CONSTANTS, offset, _aligned(len(payload)))
+        found = self.ranges.get(key)
+        if found is None:
+            found = self.ranges[key] = (len(self.data), _aligned(len(payload)))
+            self.data += payload + bytes(found[1] - len(payload))
+        return NpuAddressRange(REGION_CONSTANTS, *found)
+
+    def find(self, key: object) -> NpuAddressRange | None:
+        """The range of a piece already added, or None (so callers build a payload once)."""
+        found = self.ranges.get(key)
+        return None if found is None else NpuAddressRange(REGION_CONSTANTS, *found)
 
 
 # ---- feature maps ----------------------------------------------------------------------------
@@ -413,7 +456,11 @@ class _Emitter:
         ]
 
     def constant_range(self, op: Conv2D, part: int, what: str, lo: int, hi: int):
-        return self.pool.add((what, part, lo, hi), _laid_out(self.streams(op, part, what, lo, hi)))
+        key = (what, part, lo, hi)
+        found = self.pool.find(key)
+        if found is None:
+            found = self.pool.add(key, _laid_out(self.streams(op, part, what, lo, hi)))
+        return found
 
     def streams(self, op: Conv2D, part: int, what: str, lo: int, hi: int) -> list[bytes]:
         """The per-core streams of a part's weights or scale-bias for channels [lo, hi)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
@@ -28,10 +29,11 @@ from ethosu.vela.npu_performance import (
 from ethosu.vela.numeric_util import round_up
 from ethosu.vela.tensor import BandwidthDirection, MemArea, TensorPurpose
 
-from cascader.ethosu.device import EthosuDevice, get_device
+from cascader.ethosu.device import get_device
 from cascader.ethosu.memory import SystemMemory
 from cascader.ethosu.npu_op import NpuOpDescription
 from cascader.ethosu.perf_query import MEM_AREAS, performance_query
+from cascader.ethosu.vela_arch import system_arch
 
 __all__ = ["OpPerf", "PerfReport", "ScheduledOp", "evaluate"]
 
@@ -165,18 +167,16 @@ class PerfReport:
 
 def evaluate(ops: Iterable[ScheduledOp], memory: SystemMemory) -> PerfReport:
     """Vela's performance estimate of a schedule, op by op in execution order."""
-    device = get_device(memory.accelerator)
+    get_device(memory.accelerator)  # an unknown accelerator fails here, naming the valid ones
     rows = []
     slack = 0.0  # NPU cycles of the previous op under which a weight DMA can run
     for op in ops:
-        row, slack = _evaluate_op(op, memory, device, slack)
+        row, slack = _evaluate_op(op, memory, slack)
         rows.append(row)
     return PerfReport(tuple(rows), memory.core_clock_hz)
 
 
-def _evaluate_op(
-    op: ScheduledOp, memory: SystemMemory, device: EthosuDevice, prev_slack: float
-) -> tuple[OpPerf, float]:
+def _evaluate_op(op: ScheduledOp, memory: SystemMemory, prev_slack: float) -> tuple[OpPerf, float]:
     arch = memory.arch
     bws = make_bandwidth_array()  # bytes moved, by area, purpose and direction
     scaled = make_bandwidth_array()  # the same, scaled by each area's transfer efficiency
@@ -185,44 +185,30 @@ def _evaluate_op(
     stripe_slices: list[tuple[NpuAddressRange, ...]] = []
     macs = 0
     kind = ""
+    system = (memory.accelerator, memory.system_config, memory.memory_mode, memory.config_path)
     for stripe in op.stripes:
         desc = NpuOpDescription.from_npu_op(stripe)
         kind = desc.kind
-        config = device.vela_block_config(desc, tuple(stripe.block_config))
         ifm2 = stripe.ifm2
-        query = performance_query(
-            desc, config, op.ifm_area, op.ofm_area, op.ifm2_area,
+        cost = _stripe_cost(
+            system, desc, tuple(stripe.block_config), op.ifm_area, op.ofm_area, op.ifm2_area,
             op.const_area if stripe.biases else None,
             ifm2.data_type.size_in_bits() if ifm2 is not None else None,
             ifm2.layout.name if ifm2 is not None else None,
         )  # fmt: skip
-        cost = measure_cycle_cost(arch, desc.vela_op, desc.faf_op, query)
-        access = measure_element_access(arch, query)
-        stripe_cycles.append(float(cost.op_cycles))
+        const_read = cost.const_read
+        stripe_cycles.append(cost.op_cycles)
         stripe_slices.append(tuple(stripe.weights) + tuple(stripe.biases))
-        macs += int(cost.op_macs)
+        macs += cost.op_macs
 
-        def move(area, purpose, direction, nbytes, fmt, bits, block, shape, efficiency=True):
+        def move(area, purpose, direction, nbytes, efficiency=True, scaled_bytes=None):
             mem = MEM_AREAS[area]
             bws[mem][purpose][direction] += nbytes
-            if efficiency:
-                nbytes = _estimate_memory_transfer_efficiency(
-                    arch, direction == BandwidthDirection.Read, mem, fmt, bits, block, shape, nbytes
-                )
-            scaled[mem][purpose][direction] += nbytes
+            scaled[mem][purpose][direction] += scaled_bytes if efficiency else nbytes
 
-        ofm_bytes = access.ofm_write * query.ofm_bits // 8
-        move(op.ofm_area, TensorPurpose.FeatureMap, BandwidthDirection.Write, ofm_bytes,
-             query.ofm_format, query.ofm_bits, config.ofm_block, query.ofm_shape)  # fmt: skip
-        ifm_bytes = access.ifm_read[0] * query.ifm_bits // 8
-        move(op.ifm_area, TensorPurpose.FeatureMap, BandwidthDirection.Read, ifm_bytes,
-             query.ifm_format, query.ifm_bits, config.ifm_block, query.ifm_shape)  # fmt: skip
-        if query.ifm2_shape is not None:
-            ifm2_bytes = access.ifm_read[1] * query.ifm2_bits // 8
-            move(op.ifm2_area or op.ifm_area, TensorPurpose.FeatureMap, BandwidthDirection.Read,
-                 ifm2_bytes, query.ifm2_format, query.ifm2_bits, config.ifm_block,
-                 query.ifm2_shape)  # fmt: skip
-        if access.const_read[0] > 0 and stripe.weights:
+        for area, direction, nbytes, scaled_bytes in cost.feature_maps:
+            move(area, TensorPurpose.FeatureMap, direction, nbytes, scaled_bytes=scaled_bytes)
+        if const_read[0] > 0 and stripe.weights:
             # Weight elements fetched, scaled by the stripe's encoding ratio (bytes/element).
             weight_bytes = sum(r.length for r in stripe.weights)
             per_ofm_channel = desc.kernel[0] * desc.kernel[1]
@@ -231,13 +217,13 @@ def _evaluate_op(
             ratio = weight_bytes / (per_ofm_channel * desc.ofm_shape[2])
             if copied:
                 bws[MEM_AREAS[op.const_area]][TensorPurpose.Weights][BandwidthDirection.Read] += (
-                    access.const_read[0] * ratio
+                    const_read[0] * ratio
                 )
             else:
-                weight_reads = access.const_read[0] * ratio
+                weight_reads = const_read[0] * ratio
                 move(op.const_area, TensorPurpose.Weights, BandwidthDirection.Read,
-                     weight_reads, None, 0, None, None, efficiency=False)  # fmt: skip
-        if access.const_read[1] > 0 and stripe.biases:
+                     weight_reads, efficiency=False)  # fmt: skip
+        if const_read[1] > 0 and stripe.biases:
             bias_bytes = sum(r.length for r in stripe.biases)
             if copied:
                 bws[MEM_AREAS[op.const_area]][TensorPurpose.FSBias][BandwidthDirection.Read] += (
@@ -245,7 +231,7 @@ def _evaluate_op(
                 )
             else:
                 move(op.const_area, TensorPurpose.FSBias, BandwidthDirection.Read, bias_bytes,
-                     None, 0, None, None, efficiency=False)  # fmt: skip
+                     efficiency=False)  # fmt: skip
 
     npu_cycles, slack = _weight_copy_cycles(op, arch, bws, stripe_cycles, stripe_slices, prev_slack)
     npu_cycles += _lut_copy_cycles(op, arch, bws, 0.0 if copied else prev_slack)
@@ -266,6 +252,59 @@ def _evaluate_op(
         bytes_written=written,
     )
     return row, slack
+
+
+@dataclass(frozen=True)
+class _StripeCost:
+    """Vela's cycle cost and element access of one stripe shape, and its feature-map
+    transfers: (area, direction, bytes, bytes scaled by the area's transfer efficiency)."""
+
+    op_cycles: float
+    op_macs: int
+    const_read: tuple[float, float]  # weight and scale-bias elements read
+    feature_maps: tuple[tuple[str, BandwidthDirection, float, float], ...]
+
+
+@lru_cache(maxsize=65536)
+def _stripe_cost(
+    system: tuple,
+    desc: NpuOpDescription,
+    block: tuple[int, int, int],
+    ifm_area: str,
+    ofm_area: str,
+    ifm2_area: str | None,
+    const_area: str | None,
+    ifm2_bits: int | None,
+    ifm2_layout: str | None,
+) -> _StripeCost:
+    """Cached per system and stripe facts: a schedule runs most ops in many equal stripes,
+    and a sweep's schedules share most of them. None of Vela's per-stripe formulas reads the
+    arena cache size, so the system's arch without the pool gives every pool's numbers."""
+    arch = system_arch(*system[:3], None, system[3])
+    config = get_device(system[0]).vela_block_config(desc, block)
+    query = performance_query(desc, config, ifm_area, ofm_area, ifm2_area, const_area,
+                              ifm2_bits, ifm2_layout)  # fmt: skip
+    cost = measure_cycle_cost(arch, desc.vela_op, desc.faf_op, query)
+    access = measure_element_access(arch, query)
+    moves = []
+
+    def move(area, direction, nbytes, fmt, bits, block, shape):
+        mem = MEM_AREAS[area]
+        scaled = _estimate_memory_transfer_efficiency(
+            arch, direction == BandwidthDirection.Read, mem, fmt, bits, block, shape, nbytes
+        )
+        moves.append((area, direction, nbytes, scaled))
+
+    move(ofm_area, BandwidthDirection.Write, access.ofm_write * query.ofm_bits // 8,
+         query.ofm_format, query.ofm_bits, config.ofm_block, query.ofm_shape)  # fmt: skip
+    move(ifm_area, BandwidthDirection.Read, access.ifm_read[0] * query.ifm_bits // 8,
+         query.ifm_format, query.ifm_bits, config.ifm_block, query.ifm_shape)  # fmt: skip
+    if query.ifm2_shape is not None:
+        move(ifm2_area or ifm_area, BandwidthDirection.Read,
+             access.ifm_read[1] * query.ifm2_bits // 8, query.ifm2_format, query.ifm2_bits,
+             config.ifm_block, query.ifm2_shape)  # fmt: skip
+    const_read = (access.const_read[0], access.const_read[1])
+    return _StripeCost(float(cost.op_cycles), int(cost.op_macs), const_read, tuple(moves))
 
 
 def _weight_copy_cycles(

@@ -46,8 +46,10 @@ def npu_accelerator(name: str) -> NpuAccelerator:
     return NpuAccelerator[check_accelerator(name).replace("ethos-u", "Ethos_U").replace("-", "_")]
 
 
+@lru_cache(maxsize=len(ACCELERATORS))
 def default_arch(accelerator: str) -> ArchitectureFeatures:
-    """The arch Vela's public API (npu_find_block_configs) itself uses for this accelerator;
+    """The arch Vela's public API (npu_find_block_configs) itself uses for this accelerator
+    (Vela keeps one per accelerator, so this does too, and hot paths skip the silencing);
     creating it here, silenced, also keeps Vela's first-use warnings off stdout."""
     with quiet():
         return vela_arch.create_default_arch(Accelerator(check_accelerator(accelerator)))

@@ -9,6 +9,7 @@ differ from the input's, so the result stays in the frontend's QDQ form.
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -180,10 +181,22 @@ def _qparam(tensor, key: str) -> float:
     return float(get_scalar_from_constant(tensor.qnn_params[key]))
 
 
+_LOADED_CACHE_SIZE = 8
+_LOADED: OrderedDict[tuple, bytes] = OrderedDict()
+
+
 def load_tflite(path: str | Path) -> bytes:
-    """Read and validate a TFLite model file; raises ModelError with a one-line reason."""
+    """Read and validate a TFLite model file; raises ModelError with a one-line reason. A
+    file validated before and unchanged since (same inode, size and modification time) is
+    not read and walked again: a sweep loads its model once per trial."""
     path = Path(path)
     try:
+        stat = path.stat()
+        key = (str(path.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        buf = _LOADED.get(key)
+        if buf is not None:
+            _LOADED.move_to_end(key)
+            return buf
         buf = path.read_bytes()
     except FileNotFoundError as err:
         raise ModelError(f"{path}: model file not found") from err
@@ -192,6 +205,9 @@ def load_tflite(path: str | Path) -> bytes:
     except OSError as err:
         raise ModelError(f"{path}: cannot read model file ({err.strerror})") from err
     parse_tflite(buf, str(path))
+    _LOADED[key] = buf
+    while len(_LOADED) > _LOADED_CACHE_SIZE:
+        _LOADED.popitem(last=False)
     return buf
 
 

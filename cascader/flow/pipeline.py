@@ -9,9 +9,12 @@ process by (model sha256, accelerator)."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -40,6 +43,7 @@ __all__ = [
     "compile_model",
     "estimate",
     "front_half",
+    "proposal_options",
     "proposals",
     "schedule_point",
 ]
@@ -97,17 +101,35 @@ class Point:
 _CASCADE_CACHE_SIZE = 64
 _CASCADES: OrderedDict[tuple, CascadeResult] = OrderedDict()
 # A proposal's stripe schedule does not depend on the pool it was chosen for (only whether it
-# fits does), and many pools choose the same proposal: schedules and their scores are kept.
-_SCHEDULE_CACHE_SIZE = 256
+# fits does), and many pools choose the same proposal: its SRAM bytes and score are kept for
+# many schedules, the schedules themselves (tens of thousands of objects each, which every
+# full garbage collection scans) for a few, e.g. a compile right after an estimate.
+_SCHEDULE_CACHE_SIZE = 8
 _SCHEDULES: OrderedDict[tuple, Schedule] = OrderedDict()
-_SCORES: OrderedDict[int, tuple[Schedule, Compiled, PerfReport]] = OrderedDict()
+_SCORE_CACHE_SIZE = 1024
+_SCORES: OrderedDict[tuple, tuple[int, PerfReport]] = OrderedDict()
+
+
+def proposal_options(options: CascaderOptions) -> CascaderOptions:
+    """The options that make the same proposals as `options`: without striping every part
+    has only its whole output as a stripe, whatever the stripe factors and whether striping
+    is multi-dimensional, so those take their defaults and such option sets share one run
+    (invalid stripe factors stay, for the cascader to refuse)."""
+    if options.enable_striping or options.stripe_factors <= 0:
+        return options
+    defaults = CascaderOptions()
+    return replace(
+        options,
+        stripe_factors=defaults.stripe_factors,
+        enable_multi_dimensional_striping=defaults.enable_multi_dimensional_striping,
+    )
 
 
 def _cascade_key(
     front: Front, memory: SystemMemory, options: CascaderOptions, region_bytes: int
 ) -> tuple:
     return (front.sha256, memory.accelerator, memory.system_config, memory.memory_mode,
-            memory.config_path, options, region_bytes)  # fmt: skip
+            memory.config_path, proposal_options(options), region_bytes)  # fmt: skip
 
 
 def _remember(cache: OrderedDict, key: object, value: object, size: int) -> None:
@@ -129,13 +151,27 @@ def proposals(
         return found
     region = system_memory(memory.accelerator, memory.system_config, memory.memory_mode,
                            region_bytes, memory.config_path)  # fmt: skip
-    document = graph_document(front.network.graph, region, options)
+    document = graph_document(front.network.graph, region, proposal_options(options))
     try:
         found = cascade(document.graph, document.regions, document.home_map, document.options)
     except ValueError as error:  # no proposal covers the graph
         raise ScheduleError(f"the cascader made no schedule: {error}") from None
     _remember(_CASCADES, key, found, _CASCADE_CACHE_SIZE)
     return found
+
+
+def _chosen(
+    front: Front,
+    memory: SystemMemory,
+    options: CascaderOptions,
+    proposal_region_bytes: int | None,
+) -> tuple[CascadeResult, tuple]:
+    """The proposals with the one chosen for the pool, and the key of its schedule."""
+    region = proposal_region_bytes or memory.sram_bytes
+    generated = proposals(front, memory, options, region)
+    chosen = choose_proposal(generated.proposals, memory.sram_bytes)
+    key = (*_cascade_key(front, memory, options, region), chosen)
+    return replace(generated, chosen_index=chosen), key
 
 
 def schedule_point(
@@ -163,11 +199,7 @@ def schedule_point(
     if options is None:
         schedule = layer_by_layer_schedule(net, memory, size, feature_maps, check=False)
         return Point(memory, None, schedule, schedule.sram_bytes <= memory.sram_bytes)
-    region = proposal_region_bytes or memory.sram_bytes
-    generated = proposals(front, memory, options, region)
-    chosen = choose_proposal(generated.proposals, memory.sram_bytes)
-    result = replace(generated, chosen_index=chosen)
-    key = (*_cascade_key(front, memory, options, region), chosen)
+    result, key = _chosen(front, memory, options, proposal_region_bytes)
     schedule = _SCHEDULES.get(key)
     if schedule is None:
         schedule = proposal_schedule(net, result.chosen, memory, size, check=False)
@@ -227,6 +259,22 @@ class Estimate:
         }
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Scoring a point makes many small objects (stripes, Vela operations) that live until it
+    is scored, so the cyclic collector would rescan the process's long-lived heap (the
+    model's IR, cached proposals and schedules) again and again meanwhile, for longer than
+    the scoring itself; reference counting still frees garbage. Nests with the cascader's
+    own pause: only the outermost one turns the collector back on."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _run(
     model: str | Path | bytes,
     accelerator: str,
@@ -237,22 +285,27 @@ def _run(
     vela_config: str | Path | None,
     command_streams: bool,
     proposal_region_bytes: int | None = None,
-) -> tuple[Estimate, Point, Compiled]:
+) -> tuple[Estimate, Point | None, Compiled | None]:
+    """The point's estimate and, when they were built (always with `command_streams`), its
+    schedule and compiled form: an estimate of a proposal scored before builds neither."""
     data, name = _model_bytes(model)
     memory = system_memory(accelerator, system_config, memory_mode, sram_bytes, vela_config)
     front = front_half(data, accelerator)
+    point = compiled = scored = key = None
     if options is not None:
         options = replace(options, cascade_region=memory.roles["cascade"])
-    point = schedule_point(front, memory, options, proposal_region_bytes=proposal_region_bytes)
-    scored = _SCORES.get(id(point.schedule))
-    if command_streams or scored is None or scored[0] is not point.schedule:
+        _, key = _chosen(front, memory, options, proposal_region_bytes)
+        if not command_streams:
+            scored = _SCORES.get(key)
+    if scored is None:
+        point = schedule_point(front, memory, options, proposal_region_bytes=proposal_region_bytes)
         compiled = generate(point.schedule, accelerator, command_streams=command_streams)
-        report = evaluate(compiled.scheduled_ops, memory)
-        if options is not None:
-            scored = (point.schedule, compiled, report)
-            _remember(_SCORES, id(point.schedule), scored, _SCHEDULE_CACHE_SIZE)
+        scored = (point.schedule.sram_bytes, evaluate(compiled.scheduled_ops, memory))
+        if key is not None:
+            _remember(_SCORES, key, scored, _SCORE_CACHE_SIZE)
     else:
-        _, compiled, report = scored
+        _SCORES.move_to_end(key)
+    sram_used, report = scored
     result = Estimate(
         model=name,
         model_sha256=front.sha256,
@@ -261,8 +314,8 @@ def _run(
         memory_mode=memory_mode,
         sram_pool_bytes=int(sram_bytes),
         options=options,
-        fits=point.fits,
-        sram_used_bytes=point.schedule.sram_bytes,
+        fits=sram_used <= memory.sram_bytes,
+        sram_used_bytes=sram_used,
         report=report,
         host_ops=front.host_ops,
     )
@@ -282,9 +335,10 @@ def estimate(
     """Vela's performance estimate of the point's schedule. `options` None turns the cascader
     off. A point whose schedule does not fit the pool comes back with `fits` False.
     `proposal_region_bytes`: see `schedule_point`."""
-    result, _, _ = _run(model, accelerator, system_config, memory_mode, sram_bytes, options,
-                        vela_config, command_streams=False,
-                        proposal_region_bytes=proposal_region_bytes)  # fmt: skip
+    with _collector_paused():
+        result, _, _ = _run(model, accelerator, system_config, memory_mode, sram_bytes, options,
+                            vela_config, command_streams=False,
+                            proposal_region_bytes=proposal_region_bytes)  # fmt: skip
     return result
 
 
@@ -303,9 +357,11 @@ def compile_model(
     stream words, little-endian) and `npu<i>.payload` (Vela's driver payload), plus
     `constants.bin` and `manifest.json` (regions, sizes, I/O addresses, the estimate). The
     caller checks `fits` first: a schedule over the pool is written all the same."""
-    result, point, compiled = _run(model, accelerator, system_config, memory_mode, sram_bytes,
-                                   options, vela_config, command_streams=True,
-                                   proposal_region_bytes=proposal_region_bytes)  # fmt: skip
+    with _collector_paused():
+        result, point, compiled = _run(model, accelerator, system_config, memory_mode,
+                                       sram_bytes, options, vela_config, command_streams=True,
+                                       proposal_region_bytes=proposal_region_bytes)  # fmt: skip
+    assert point is not None and compiled is not None  # always built with command streams
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     functions = []

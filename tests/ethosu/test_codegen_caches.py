@@ -1,0 +1,80 @@
+"""The encodings and stripe costs kept across schedules give the very bytes and numbers
+computed afresh: scale-bias records sliced per core equal Vela's per-channel encoding, and a
+stripe cost cached under one pool is the cost under any other."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ethosu.vela.api import npu_encode_bias
+
+from cascader.core.options import CascaderOptions
+from cascader.ethosu import codegen, perf
+from cascader.ethosu.codegen import core_bias_streams, core_weight_streams, generate
+from cascader.ethosu.core_split import core_shares
+from cascader.ethosu.memory import system_memory
+from cascader.ethosu.perf import evaluate
+from cascader.flow.frontend import load_tflite
+from cascader.flow.npu_ops import Conv2D
+from cascader.flow.pipeline import front_half, schedule_point
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
+U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
+
+
+def _convs(accelerator: str) -> list[Conv2D]:
+    front = front_half(load_tflite(EXAMPLE), accelerator)
+    return [op for op in front.network.ops if isinstance(op, Conv2D)]
+
+
+def _vela_bias_streams(accelerator: str, op: Conv2D, lo: int, hi: int, depth: int) -> list[bytes]:
+    """Each core's channels encoded one by one with Vela's public API, end to end."""
+    return [
+        b"".join(
+            bytes(npu_encode_bias(np.int64(b), int(m), int(s)))
+            for b, m, s in zip(
+                op.biases[channels], op.multipliers[channels], op.shifts[channels], strict=True
+            )
+        )
+        for channels, _ in core_shares(accelerator, lo, hi, depth)
+    ]
+
+
+@pytest.mark.parametrize("accelerator", ["ethos-u55-256", "ethos-u65-512"])
+def test_sliced_bias_records_are_vela_encoding_byte_for_byte(accelerator: str) -> None:
+    for op in _convs(accelerator):
+        channels = op.ofm.shape[3]
+        for lo, hi, depth in [(0, channels, 16), (0, min(channels, 8), 8),
+                              (channels // 2, channels, 32), (1, channels, 24)]:  # fmt: skip
+            if lo >= hi:
+                continue
+            expected = _vela_bias_streams(accelerator, op, lo, hi, depth)
+            assert core_bias_streams(accelerator, op, lo, hi, depth) == expected
+            assert core_bias_streams(accelerator, op, lo, hi, depth) == expected  # cached
+
+
+@pytest.mark.parametrize("accelerator", ["ethos-u55-256", "ethos-u65-512"])
+def test_cached_weight_streams_are_a_fresh_encoding(accelerator: str) -> None:
+    ops = _convs(accelerator)[:6]
+    slices = [(op, lo, op.ofm.shape[3], depth) for op in ops for lo, depth in ((0, 16), (8, 32))]
+    cached = [core_weight_streams(accelerator, *s) for s in slices]
+    assert [core_weight_streams(accelerator, *s) for s in slices] == cached
+    codegen._BY_OP.clear()
+    codegen._ENCODED.clear()
+    assert [core_weight_streams(accelerator, *s) for s in slices] == cached
+
+
+def test_stripe_costs_cached_under_one_pool_are_those_of_another() -> None:
+    front = front_half(load_tflite(EXAMPLE), U55[0])
+    small, large = (system_memory(*U55, kib * 1024) for kib in (160, 2048))
+    point = schedule_point(front, small, CascaderOptions(enable_striping=True))
+    ops = generate(point.schedule, U55[0], command_streams=False).scheduled_ops
+    perf._stripe_cost.cache_clear()
+    evaluate(ops, small)
+    warm = evaluate(ops, large)
+    perf._stripe_cost.cache_clear()
+    cold = evaluate(ops, large)
+    assert warm == cold
+    assert warm.to_json() == cold.to_json()
