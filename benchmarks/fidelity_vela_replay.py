@@ -9,10 +9,12 @@ Per network and configuration: ours / Vela total cycles, and how many conv2d/dep
 are within 25% of Vela's per-op estimate. A second table splits the difference (as % of Vela's
 total) by the kind of op it comes from, since the evaluator and Vela agree on cost rules but
 not on granularity:
-- cascaded: ops in a Vela cascade (run in stripes interleaved with their neighbours');
-- sliced: other ops Vela emits as several stripes (OFM-depth slices of double-buffered
-  weights). Vela costs both kinds whole; we cost each stripe as the hardware runs it (each
-  slice re-reads the IFM and rounds its depth up to the block depth on its own);
+- cascaded: ops in a Vela cascade (run in stripes interleaved with their neighbours'). Vela
+  costs them whole; we cost each stripe as the hardware runs it;
+- sliced: other ops Vela emits as several stripes (OFM-depth slices of streamed weights).
+  Both cost the compute of such an op whole, as Vela's estimate does (one IFM read, though
+  the hardware re-reads it per slice), and charge each slice's weight DMA; how much of the
+  copies hides depends on the previous op's cycles, as for dma;
 - dma: single-stripe ops whose weights or lookup table are DMA-copied; how much of a copy
   hides under the previous op depends on that op's cycles, which Vela takes from its
   scheduler's estimate and we take from the evaluated schedule;

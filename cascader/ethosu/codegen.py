@@ -642,11 +642,15 @@ def generate(schedule: Schedule, accelerator: str, command_streams: bool = True)
     streams: dict[int, FunctionStream] = {}
     per_part: dict[int, dict] = {}
     order: list[int] = []
+    pending: dict[tuple[int, int], int] = {}  # (part, buffer) -> constant bytes copied into it
     for step in schedule.steps:
         function = net.function_of[step.part]
         stream = streams.setdefault(function, FunctionStream(net.functions[function].name, []))
         if isinstance(step, Copy):
-            stream.operations += emitter.copy_ops(step)
+            dmas = emitter.copy_ops(step)
+            stream.operations += dmas
+            if step.what != "feature_map":
+                pending[step.part, step.dest] = sum(dma.src.length for dma in dmas)
             continue
         ops = emitter.stripe_ops(step)
         stream.operations += ops
@@ -654,15 +658,22 @@ def generate(schedule: Schedule, accelerator: str, command_streams: bool = True)
         if record is None:
             record = per_part[step.part] = {
                 "stripes": [],
+                "copies": [],
                 "lut": 0,
                 "first": step,
                 "buffers": set(),
             }
             order.append(step.part)
         record["buffers"].add(step.weights_buffer)
+        # A constant copy lands in a buffer for the next stripe that reads that buffer (a
+        # double buffer's next slice is copied before the current slice runs).
+        copied = pending.pop((step.part, step.weights_buffer), 0)
+        copied += pending.pop((step.part, step.bias_buffer), 0)
         for npu in ops:
             if isinstance(npu, NpuBlockOperation):
                 record["stripes"].append(npu)
+                record["copies"].append(copied)
+                copied = 0
             elif npu.dest.region == BASE_PTR_INDEX_MEM2MEM:
                 record["lut"] += npu.src.length
     scheduled = [_scheduled_op(emitter, net.ops[p], per_part[p]) for p in order]
@@ -704,6 +715,7 @@ def _scheduled_op(emitter: _Emitter, op: NpuOp, record: dict) -> ScheduledOp:
         const_area=const_area,
         weight_source_area=constants if copied else None,
         weight_buffering="double" if len(record["buffers"]) > 1 else "single",
+        weight_copies=tuple(record["copies"]) if copied else (),
         lut_source_area=constants if record["lut"] else None,
         lut_bytes=record["lut"],
     )

@@ -10,12 +10,12 @@ transfer efficiency per area, weight DMA hidden behind the previous op when buff
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Literal
 
 import numpy as np
-from ethosu.vela.api import NpuAddressRange, NpuBlockOperation
+from ethosu.vela.api import NpuBlockOperation
 from ethosu.vela.npu_performance import (
     PassCycles,
     _estimate_memory_transfer_efficiency,
@@ -26,7 +26,6 @@ from ethosu.vela.npu_performance import (
     measure_mem2mem_cycles,
     update_summary_cycles,
 )
-from ethosu.vela.numeric_util import round_up
 from ethosu.vela.tensor import BandwidthDirection, MemArea, TensorPurpose
 
 from cascader.ethosu.device import get_device
@@ -51,7 +50,10 @@ class ScheduledOp:
     """One NPU operation as scheduled: its stripes (Vela API ops, each with `block_config` set
     and, when it has weights, the encoded `weights`/`biases` address ranges it reads), the area
     of each tensor, and, when the weights are copied before use, the area they are copied from
-    (into `const_area`) and whether the copy is single- or double-buffered. An op with a
+    (into `const_area`), whether the copy is single- or double-buffered, and per stripe the
+    bytes of weights and scale-bias the schedule DMA-copies for it (`weight_copies`; 0 when the
+    stripe reads what its buffer already holds). The copies come from the schedule, not from
+    the stripes' addresses: single-buffered slices all land at one address. An op with a
     lookup-table activation whose table must first be DMA-copied into SHRAM gives the bytes
     copied and the area they come from (0 when the table is already there)."""
 
@@ -63,6 +65,7 @@ class ScheduledOp:
     const_area: str | None = None
     weight_source_area: str | None = None
     weight_buffering: Literal["single", "double"] = "single"
+    weight_copies: tuple[int, ...] = ()
     lut_source_area: str | None = None
     lut_bytes: int = 0
 
@@ -75,6 +78,15 @@ class ScheduledOp:
                 raise ValueError(f"unknown memory area {area!r}; areas: {', '.join(AREAS)}")
         if self.stripes[0].weights and self.const_area is None:
             raise ValueError(f"scheduled op {self.name!r} has weights but no const_area")
+        if self.weight_source_area is None and self.weight_copies:
+            raise ValueError(f"scheduled op {self.name!r} copies weights but no source area")
+        if self.weight_source_area is not None and (
+            len(self.weight_copies) != len(self.stripes) or self.weight_copies[0] <= 0
+        ):
+            raise ValueError(
+                f"scheduled op {self.name!r}: weight_copies needs one entry per stripe "
+                f"({len(self.stripes)}), the first stripe's copy above 0; got {self.weight_copies}"
+            )
         if self.lut_bytes and self.lut_source_area is None:
             raise ValueError(f"scheduled op {self.name!r} copies a LUT but has no lut_source_area")
 
@@ -181,24 +193,20 @@ def _evaluate_op(op: ScheduledOp, memory: SystemMemory, prev_slack: float) -> tu
     bws = make_bandwidth_array()  # bytes moved, by area, purpose and direction
     scaled = make_bandwidth_array()  # the same, scaled by each area's transfer efficiency
     copied = op.weight_source_area is not None
-    stripe_cycles: list[float] = []
-    stripe_slices: list[tuple[NpuAddressRange, ...]] = []
-    macs = 0
-    kind = ""
     system = (memory.accelerator, memory.system_config, memory.memory_mode, memory.config_path)
-    for stripe in op.stripes:
-        desc = NpuOpDescription.from_npu_op(stripe)
-        kind = desc.kind
-        ifm2 = stripe.ifm2
-        cost = _stripe_cost(
-            system, desc, tuple(stripe.block_config), op.ifm_area, op.ofm_area, op.ifm2_area,
-            op.const_area if stripe.biases else None,
-            ifm2.data_type.size_in_bits() if ifm2 is not None else None,
-            ifm2.layout.name if ifm2 is not None else None,
-        )  # fmt: skip
+    descs = [NpuOpDescription.from_npu_op(stripe) for stripe in op.stripes]
+    costs = [_cost(system, op, d, s) for d, s in zip(descs, op.stripes, strict=True)]
+    stripe_cycles = [cost.op_cycles for cost in costs]
+    whole = _weight_streamed_whole(op, descs)
+    if whole is None:
+        units = [((s,), d, c) for s, d, c in zip(op.stripes, descs, costs, strict=True)]
+    else:
+        units = [(op.stripes, whole, _cost(system, op, whole, op.stripes[0]))]
+    op_cycles = 0.0
+    macs = 0
+    for stripes, desc, cost in units:
         const_read = cost.const_read
-        stripe_cycles.append(cost.op_cycles)
-        stripe_slices.append(tuple(stripe.weights) + tuple(stripe.biases))
+        op_cycles += cost.op_cycles
         macs += cost.op_macs
 
         def move(area, purpose, direction, nbytes, efficiency=True, scaled_bytes=None):
@@ -208,23 +216,22 @@ def _evaluate_op(op: ScheduledOp, memory: SystemMemory, prev_slack: float) -> tu
 
         for area, direction, nbytes, scaled_bytes in cost.feature_maps:
             move(area, TensorPurpose.FeatureMap, direction, nbytes, scaled_bytes=scaled_bytes)
-        if const_read[0] > 0 and stripe.weights:
-            # Weight elements fetched, scaled by the stripe's encoding ratio (bytes/element).
-            weight_bytes = sum(r.length for r in stripe.weights)
+        weight_bytes = sum(r.length for stripe in stripes for r in stripe.weights)
+        bias_bytes = sum(r.length for stripe in stripes for r in stripe.biases)
+        if const_read[0] > 0 and weight_bytes:
+            # Weight elements fetched, scaled by the encoding ratio (bytes/element).
             per_ofm_channel = desc.kernel[0] * desc.kernel[1]
             if desc.kind == "conv2d":
                 per_ofm_channel *= desc.ifm_shape[2]
-            ratio = weight_bytes / (per_ofm_channel * desc.ofm_shape[2])
+            weight_reads = const_read[0] * weight_bytes / (per_ofm_channel * desc.ofm_shape[2])
             if copied:
                 bws[MEM_AREAS[op.const_area]][TensorPurpose.Weights][BandwidthDirection.Read] += (
-                    const_read[0] * ratio
+                    weight_reads
                 )
             else:
-                weight_reads = const_read[0] * ratio
                 move(op.const_area, TensorPurpose.Weights, BandwidthDirection.Read,
                      weight_reads, efficiency=False)  # fmt: skip
-        if const_read[1] > 0 and stripe.biases:
-            bias_bytes = sum(r.length for r in stripe.biases)
+        if const_read[1] > 0 and bias_bytes:
             if copied:
                 bws[MEM_AREAS[op.const_area]][TensorPurpose.FSBias][BandwidthDirection.Read] += (
                     bias_bytes
@@ -233,7 +240,7 @@ def _evaluate_op(op: ScheduledOp, memory: SystemMemory, prev_slack: float) -> tu
                 move(op.const_area, TensorPurpose.FSBias, BandwidthDirection.Read, bias_bytes,
                      efficiency=False)  # fmt: skip
 
-    npu_cycles, slack = _weight_copy_cycles(op, arch, bws, stripe_cycles, stripe_slices, prev_slack)
+    npu_cycles, slack = _weight_copy_cycles(op, arch, bws, op_cycles, stripe_cycles, prev_slack)
     npu_cycles += _lut_copy_cycles(op, arch, bws, 0.0 if copied else prev_slack)
     cycles = make_cycles_array()
     cycles[PassCycles.Npu] = npu_cycles
@@ -242,7 +249,7 @@ def _evaluate_op(op: ScheduledOp, memory: SystemMemory, prev_slack: float) -> tu
     written = {a: float(np.sum(bws[MEM_AREAS[a]][:, BandwidthDirection.Write])) for a in AREAS}
     row = OpPerf(
         name=op.name,
-        kind=kind,
+        kind=descs[-1].kind,
         stripes=len(op.stripes),
         npu_cycles=float(cycles[PassCycles.Npu]),
         access_cycles={a: float(cycles[_ACCESS_CYCLES[a]]) for a in AREAS},
@@ -252,6 +259,45 @@ def _evaluate_op(op: ScheduledOp, memory: SystemMemory, prev_slack: float) -> tu
         bytes_written=written,
     )
     return row, slack
+
+
+def _weight_streamed_whole(
+    op: ScheduledOp, descs: Sequence[NpuOpDescription]
+) -> NpuOpDescription | None:
+    """The op as one operation when it streams its weights in OFM-depth slices, one stripe
+    each, else None. Vela's estimate (`estimate_full_op_performance`) costs such an op whole,
+    from the op's full IFM and OFM shapes: the IFM read once and the depth rounded up to the
+    block once, though the hardware re-reads the IFM for every slice. The evaluator follows
+    Vela's model here, as it is the estimate the schedules are compared with."""
+    copies = sum(1 for n in op.weight_copies if n)
+    if copies < 2 or copies != len(descs):
+        return None
+    first = descs[0]
+    depthwise = first.kind == "depthwise"
+
+    def spatial(desc: NpuOpDescription) -> NpuOpDescription:
+        ifm = desc.ifm_shape if not depthwise else (*desc.ifm_shape[:2], 0)
+        return replace(desc, ifm_shape=ifm, ofm_shape=(*desc.ofm_shape[:2], 0))
+
+    if any(spatial(desc) != spatial(first) for desc in descs[1:]):
+        return None
+    depth = sum(desc.ofm_shape[2] for desc in descs)
+    ifm_depth = sum(desc.ifm_shape[2] for desc in descs) if depthwise else first.ifm_shape[2]
+    return replace(
+        first, ifm_shape=(*first.ifm_shape[:2], ifm_depth), ofm_shape=(*first.ofm_shape[:2], depth)
+    )
+
+
+def _cost(system: tuple, op: ScheduledOp, desc: NpuOpDescription, stripe) -> _StripeCost:
+    """`_stripe_cost` of `desc` run with the block config, areas and second operand of
+    `stripe`, one of the op's stripes."""
+    ifm2 = stripe.ifm2
+    return _stripe_cost(
+        system, desc, tuple(stripe.block_config), op.ifm_area, op.ofm_area, op.ifm2_area,
+        op.const_area if stripe.biases else None,
+        ifm2.data_type.size_in_bits() if ifm2 is not None else None,
+        ifm2.layout.name if ifm2 is not None else None,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -311,38 +357,32 @@ def _weight_copy_cycles(
     op: ScheduledOp,
     arch,
     bws: np.ndarray,
+    op_cycles: float,
     stripe_cycles: Sequence[float],
-    stripe_slices: Sequence[tuple[NpuAddressRange, ...]],
     prev_slack: float,
 ) -> tuple[float, float]:
     """NPU cycles of an op whose weights are DMA-copied before use, and the slack it leaves for
-    the next op's copy. The first slice's copy hides under the previous op; with double
-    buffering each later slice's copy runs under the compute of the one before (Vela's model).
-
-    A stripe whose weight ranges differ from the previous stripe's starts a new slice, copied
-    by one DMA: a copied slice is addressed by the buffer it lands in, so a double buffer's
-    slices alternate between two addresses and only a change, not a new address, marks one."""
-    op_cycles = float(sum(stripe_cycles))
-    transfers: list[int] = []
-    previous: tuple | None = None
-    last_slice_cycles = 0.0
-    for cycles, ranges in zip(stripe_cycles, stripe_slices, strict=False):
-        key = tuple((r.region, r.address, r.length) for r in ranges)
-        if key and key != previous:
-            transfers.append(sum(r.length for r in ranges))
-            last_slice_cycles = 0.0
-        previous = key
-        last_slice_cycles += cycles
-    own_slack = last_slice_cycles if len(transfers) > 1 else op_cycles
-    if op.weight_source_area is None or not transfers:
+    the next op's copy, as Vela's `estimate_full_op_performance` charges the copies the
+    schedule makes. The first slice's copy hides under the previous op's slack; with double
+    buffering each later slice's copy runs under the compute of the slice before, so the op
+    takes the longer of its compute and its copies; single-buffered, a slice's copy waits for
+    the slice before to finish, so every copy but the first adds to the compute. An op
+    streamed in several slices leaves its last slice's cycles as slack (Vela's tail), any
+    other op its whole compute."""
+    transfers = [n for n in op.weight_copies if n]
+    if len(transfers) < 2:
+        own_slack = op_cycles
+    else:
+        last = max(i for i, n in enumerate(op.weight_copies) if n)
+        own_slack = float(sum(stripe_cycles[last:]))
+    if op.weight_source_area is None:
         return op_cycles, own_slack
     source, dest = MEM_AREAS[op.weight_source_area], MEM_AREAS[op.const_area]
     total = sum(transfers)
-    first = round_up(transfers[0], 16)
     bws[source][TensorPurpose.Weights][BandwidthDirection.Read] += total
     bws[dest][TensorPurpose.Weights][BandwidthDirection.Write] += total
     full_copy = measure_mem2mem_cycles(arch, source, dest, total)
-    first_copy = measure_mem2mem_cycles(arch, source, dest, first)
+    first_copy = measure_mem2mem_cycles(arch, source, dest, transfers[0])
     if op.weight_buffering == "double":
         npu = max(full_copy - prev_slack + own_slack, op_cycles + max(first_copy - prev_slack, 0))
     else:

@@ -110,13 +110,18 @@ def vela_scheduled_ops(
     for sg in nng.subgraphs:
         if sg.placement != PassPlacement.Npu or not sg.sched_ops:
             continue
-        stripes: dict[object, list[NpuStripe]] = {}
+        stripes: dict[object, list[tuple[NpuStripe, int]]] = {}
         luts: dict[object, DMA] = {}
+        copying: dict[object, int] = {}  # weight bytes DMA'd for the op's next stripe
         for cmd in sg.high_level_command_stream:
+            primary = cmd.ps.primary_op
             if isinstance(cmd, NpuStripe):
-                stripes.setdefault(cmd.ps.primary_op, []).append(cmd)
+                stripes.setdefault(primary, []).append((cmd, copying.pop(primary, 0)))
             elif isinstance(cmd, DMA) and cmd.out_tensor.purpose == TensorPurpose.LUT:
-                luts[cmd.ps.primary_op] = cmd
+                luts[primary] = cmd
+            elif isinstance(cmd, DMA) and cmd.out_tensor.purpose == TensorPurpose.Weights:
+                copied = convert_command_to_npu_op(cmd, arch).src.length
+                copying[primary] = copying.get(primary, 0) + copied
         prev = None
         for sched_op in sg.sched_ops:
             cost = sg.schedule.cost_map[sched_op]
@@ -143,22 +148,27 @@ def _area(tensor) -> str | None:
     return None if tensor is None else AREA_NAMES[tensor.mem_area]
 
 
-def _scheduled_op(name: str, commands: list[NpuStripe], lut: DMA | None, cost, arch) -> ScheduledOp:
+def _scheduled_op(
+    name: str, commands: list[tuple[NpuStripe, int]], lut: DMA | None, cost, arch
+) -> ScheduledOp:
     """One op's stripes as Vela API ops, with the areas its tensors live in. When Vela copies
-    the weights by DMA, the stripes read the copy and the encoded tensor is the source; `lut`
-    is the DMA that loads its lookup table (Vela drops it when the table is still in SHRAM)."""
-    first = commands[0]
+    the weights by DMA, the stripes read the copy, the encoded tensor is the source, and each
+    stripe comes with the weight bytes Vela DMAs just before it (its command stream copies a
+    slice right before the slice's first stripe); `lut` is the DMA that loads its lookup table
+    (Vela drops it when the table is still in SHRAM)."""
+    first = commands[0][0]
     copied = bool(cost.buffered_weight_tensors)
     double = copied and cost.buffered_weight_tensors[0].sub_purpose == TensorSubPurpose.DoubleBuffer
     return ScheduledOp(
         name=name,
-        stripes=tuple(convert_command_to_npu_op(cmd, arch) for cmd in commands),
+        stripes=tuple(convert_command_to_npu_op(cmd, arch) for cmd, _ in commands),
         ifm_area=_area(first.ifm_tensor),
         ofm_area=_area(first.ofm_tensor),
         ifm2_area=_area(first.ifm2_tensor),
         const_area=_area(first.weight_tensor),
         weight_source_area=_area(cost.npu_weights_tensor) if copied else None,
         weight_buffering="double" if double else "single",
+        weight_copies=tuple(nbytes for _, nbytes in commands) if copied else (),
         lut_source_area=_area(lut.in_tensor) if lut is not None else None,
         lut_bytes=convert_command_to_npu_op(lut, arch).src.length if lut is not None else 0,
     )

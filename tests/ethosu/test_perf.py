@@ -11,6 +11,7 @@ from ethosu.vela.api import (
     NpuAddressRange,
     NpuBlockTraversal,
     NpuDataType,
+    NpuDmaOperation,
     NpuLayout,
     NpuShape3D,
     npu_encode_bias,
@@ -19,10 +20,14 @@ from ethosu.vela.api import (
 from ethosu.vela.npu_performance import measure_mem2mem_cycles
 from ethosu.vela.tensor import MemArea
 
+from cascader.ethosu.codegen import encoded_weights, generate
 from cascader.ethosu.device import get_device
 from cascader.ethosu.memory import system_memory
 from cascader.ethosu.npu_op import NpuOpDescription
 from cascader.ethosu.perf import ScheduledOp, evaluate
+from cascader.flow.pipeline import front_half
+from cascader.flow.schedule import REGION_CONSTANTS, Copy, layer_by_layer_schedule
+from cascader.testing.tflite_builder import ModelBuilder
 
 ACCEL = "ethos-u55-256"
 U55 = ("Ethos_U55_High_End_Embedded", "Shared_Sram")
@@ -76,8 +81,10 @@ def _schedule(const_area="offchip_flash", source=None, buffering="single"):
     ops = []
     for name, desc in (("conv", CONV), ("dw", DEPTHWISE)):
         ranges = _weight_ranges(desc)[0]
+        copies = (ranges[0][0].length + ranges[1][0].length,) if source else ()
         ops.append(ScheduledOp(name, (_stripe(desc, ranges),), const_area=const_area,
-                               weight_source_area=source, weight_buffering=buffering))  # fmt: skip
+                               weight_source_area=source, weight_buffering=buffering,
+                               weight_copies=copies))  # fmt: skip
     ops.append(ScheduledOp("add", (_stripe(ADD),)))
     return ops
 
@@ -126,9 +133,10 @@ def test_double_buffered_weights_hide_more_of_the_copy_than_single():
         stripes.append(_stripe(part, (w, b)))
 
     def cycles(buffering):
+        copies = tuple(w[0].length + b[0].length for w, b in slices)
         op = ScheduledOp("conv", tuple(stripes), const_area="sram",
-                         weight_source_area="offchip_flash",
-                         weight_buffering=buffering)  # fmt: skip
+                         weight_source_area="offchip_flash", weight_buffering=buffering,
+                         weight_copies=copies)  # fmt: skip
         return evaluate([op], memory).ops[0]
 
     single, double = cycles("single"), cycles("double")
@@ -159,8 +167,10 @@ def test_unknown_areas_are_refused():
         ScheduledOp("add", (_stripe(ADD),), ifm_area="l2")
 
 
-def _sliced_conv(addresses):
-    """CONV in four OFM-depth slices whose copied weights land at `addresses` (cycled)."""
+def _sliced_conv(addresses, buffering):
+    """CONV in four OFM-depth slices whose weights are DMA-copied from flash, each just before
+    its slice runs, into SRAM at `addresses` (cycled); every slice runs the whole op's block."""
+    block = _stripe(CONV).block_config
     slices = _weight_ranges(CONV, depth_slices=4)
     bounds = np.array_split(np.arange(CONV.ofm_shape[2]), 4)
     stripes = []
@@ -170,21 +180,73 @@ def _sliced_conv(addresses):
                  [NpuAddressRange(0, base, b[0].length)])  # fmt: skip
         part = dataclasses.replace(CONV, ofm_shape=(56, 56, len(channels)))
         stripes.append(_stripe(part, moved))
-    copied = sum(w[0].length + b[0].length for w, b in slices)
-    return tuple(stripes), copied
+        stripes[-1].block_config = block
+    copies = tuple(w[0].length + b[0].length for w, b in slices)
+    return ScheduledOp("conv", tuple(stripes), const_area="sram",
+                       weight_source_area="offchip_flash", weight_buffering=buffering,
+                       weight_copies=copies)  # fmt: skip
 
 
-def test_every_slice_of_a_double_buffer_is_copied_though_two_addresses_repeat():
-    """A double buffer's slices alternate between its two halves; each change is a DMA."""
+def _compute_cycles(op: ScheduledOp, memory) -> tuple[float, float]:
+    """NPU cycles of `op` whole, and of its last stripe, with the weights read in place."""
+
+    def npu(stripes):
+        in_place = ScheduledOp("conv", stripes, const_area="sram")
+        return evaluate([in_place], memory).ops[0].npu_cycles
+
+    return npu((_stripe(CONV, _weight_ranges(CONV)[0]),)), npu(op.stripes[-1:])
+
+
+def test_single_buffered_slices_at_one_address_are_each_copied_in_series():
+    """Every slice of a single buffer lands at the same address; each is still a DMA, and
+    none but the first can overlap compute (nothing runs before this op to hide it)."""
     memory = system_memory(ACCEL, *U55, 1 << 20)
-    reports = {}
-    for layout, halves in (("alternating", (0, 1)), ("distinct", (0, 1, 2, 3))):
-        stripes, copied = _sliced_conv([half << 16 for half in halves])
-        op = ScheduledOp("conv", stripes, const_area="sram", weight_source_area="offchip_flash",
-                         weight_buffering="double")  # fmt: skip
-        reports[layout] = evaluate([op], memory).ops[0]
-        assert reports[layout].bytes_read["offchip_flash"] == copied
-    assert reports["alternating"].npu_cycles == reports["distinct"].npu_cycles
+    op = _sliced_conv([0], "single")
+    row = evaluate([op], memory).ops[0]
+    total = sum(op.weight_copies)
+    copy = measure_mem2mem_cycles(memory.arch, MemArea.OffChipFlash, MemArea.Sram, total)
+    compute, _ = _compute_cycles(op, memory)
+    assert row.bytes_read["offchip_flash"] == total
+    assert row.npu_cycles == pytest.approx(compute + copy)
+
+
+def test_double_buffered_slices_are_each_copied_under_the_slice_before():
+    """Each later slice's DMA overlaps the previous slice's compute: the op takes the longer
+    of the first copy plus all compute, and all copies plus the last slice's compute."""
+    memory = system_memory(ACCEL, *U55, 1 << 20)
+    op = _sliced_conv([0, 1 << 16], "double")
+    row = evaluate([op], memory).ops[0]
+    flash_to_sram = (memory.arch, MemArea.OffChipFlash, MemArea.Sram)
+    first = measure_mem2mem_cycles(*flash_to_sram, op.weight_copies[0])
+    full = measure_mem2mem_cycles(*flash_to_sram, sum(op.weight_copies))
+    compute, tail = _compute_cycles(op, memory)
+    assert row.bytes_read["offchip_flash"] == sum(op.weight_copies)
+    assert row.npu_cycles == pytest.approx(max(compute + first, full + tail))
+    single = evaluate([dataclasses.replace(op, weight_buffering="single")], memory).ops[0]
+    assert row.npu_cycles < single.npu_cycles
+
+
+def test_only_the_copies_the_schedule_makes_are_charged():
+    """Stripes that read what their buffer already holds add no DMA, whatever their address."""
+    memory = system_memory(ACCEL, *U55, 1 << 20)
+    op = _sliced_conv([0, 1 << 16, 2 << 16, 3 << 16], "single")
+    once = dataclasses.replace(op, weight_copies=(op.weight_copies[0], 0, 0, 0))
+    assert evaluate([once], memory).ops[0].bytes_read["offchip_flash"] == op.weight_copies[0]
+    with pytest.raises(ValueError, match="one entry per stripe"):
+        dataclasses.replace(op, weight_copies=op.weight_copies[:2])
+
+
+def test_a_weight_streamed_op_reads_its_input_once_as_vela_costs_it():
+    """Vela's estimate costs an op streamed in depth slices whole: one IFM read, not one per
+    slice as the hardware does."""
+    memory = system_memory(ACCEL, *U55, 1 << 20)
+    op = _sliced_conv([0, 1 << 16], "double")
+    in_place = ScheduledOp("conv", (_stripe(CONV, _weight_ranges(CONV)[0]),), const_area="sram")
+    whole = evaluate([in_place], memory).ops[0]
+    sliced = evaluate([op], memory).ops[0]
+    ifm_bytes = 56 * 56 * 24
+    assert sliced.macs == whole.macs
+    assert abs(sliced.bytes_read["sram"] - whole.bytes_read["sram"]) < ifm_bytes / 4
 
 
 def test_a_second_input_is_read_at_its_own_element_size_and_layout():
@@ -221,3 +283,35 @@ def test_a_lookup_table_copy_costs_its_dma_unless_the_previous_op_hides_it():
 
     with pytest.raises(ValueError, match="no lut_source_area"):
         ScheduledOp("add", (tanh,), lut_bytes=1024)
+
+
+def test_codegen_hands_the_evaluator_every_weight_dma_of_the_schedule():
+    """A layer-by-layer schedule streams a conv's 144 KiB of weights in double-buffered depth
+    slices; each slice's weight and scale-bias DMAs are charged to the stripe that reads them,
+    though a slice is copied before the slice ahead of it runs."""
+    b = ModelBuilder(0, name="deep_pointwise")
+    x = b.conv2d(b.input((1, 8, 8, 16)), 64, kernel=1)
+    b.output(b.conv2d(x, 256, kernel=3))
+    front = front_half(b.build(), ACCEL)
+    ops = front.network.ops
+    memory = system_memory(ACCEL, *U55, 192 * 1024)
+
+    def sizer(part, lo, hi, depth):
+        return len(encoded_weights(ACCEL, ops[part], lo, hi, depth))
+
+    schedule = layer_by_layer_schedule(front.network, memory, sizer)
+    compiled = generate(schedule, ACCEL, command_streams=False)
+    deep = max(range(len(ops)), key=lambda part: ops[part].ofm.shape[3])
+    slices = [s for s in schedule.steps if isinstance(s, Copy) and s.part == deep]
+    op = next(op for op in compiled.scheduled_ops if op.name == ops[deep].name)
+    assert op.weight_buffering == "double"
+    assert len(slices) == 2 * len(op.stripes)  # weights and scale-bias of every slice
+    assert all(n > 0 for n in op.weight_copies)
+    dmas = [
+        d.src.length
+        for d in compiled.functions[0].operations
+        if isinstance(d, NpuDmaOperation) and d.src.region == REGION_CONSTANTS
+    ]
+    assert sum(sum(o.weight_copies) for o in compiled.scheduled_ops) == sum(dmas)
+    row = evaluate([op], memory).ops[0]
+    assert row.bytes_read["offchip_flash"] == sum(op.weight_copies)
