@@ -13,7 +13,7 @@ import gc
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -160,18 +160,78 @@ def proposals(
     return found
 
 
+# The cascader's budget of a proposal and the SRAM its schedule really takes differ by a few
+# KiB either way (encoded weight sizes, alignment, buffers the budget counts twice), so a pool
+# looks a little past the budget for a proposal that really fits, trying a few at most.
+_BUDGET_SLACK = 1.04
+_FIT_TRIES = 3
+_NEED_CACHE_SIZE = 4096
+_NEEDS: OrderedDict[tuple, int] = OrderedDict()
+
+
+def _weights_size(front: Front, accelerator: str) -> Callable[[int, int, int, int], int]:
+    """Encoded bytes of part `part`'s weights for output channels [lo, hi) in `depth`-deep
+    blocks, as the schedule sizes weight buffers."""
+    ops = front.network.ops
+
+    def size(part: int, lo: int, hi: int, depth: int) -> int:
+        return len(encoded_weights(accelerator, ops[part], lo, hi, depth))
+
+    return size
+
+
+def _proposal_schedule(
+    front: Front, memory: SystemMemory, result: CascadeResult, index: int, key: tuple
+) -> Schedule:
+    schedule = _SCHEDULES.get(key)
+    if schedule is None:
+        size = _weights_size(front, memory.accelerator)
+        proposal = result.proposals[index]
+        schedule = proposal_schedule(front.network, proposal, memory, size, check=False)
+        _remember(_SCHEDULES, key, schedule, _SCHEDULE_CACHE_SIZE)
+        _remember(_NEEDS, key, schedule.sram_bytes, _NEED_CACHE_SIZE)
+    return schedule
+
+
+def _need(front: Front, memory: SystemMemory, result: CascadeResult, key: tuple) -> int:
+    """The SRAM bytes the schedule of proposal `key[-1]` really takes."""
+    found = _NEEDS.get(key)
+    if found is None:
+        found = _proposal_schedule(front, memory, result, key[-1], key).sram_bytes
+    return found
+
+
 def _chosen(
     front: Front,
     memory: SystemMemory,
     options: CascaderOptions,
     proposal_region_bytes: int | None,
 ) -> tuple[CascadeResult, tuple]:
-    """The proposals with the one chosen for the pool, and the key of its schedule."""
+    """The proposals with the one chosen for the pool, and the key of its schedule: the
+    cascader's own choice (the fastest within its budget) if its schedule really fits, else
+    the fastest of the next few near the pool that does; when none fits, the one of the
+    smallest few that really needs least, so an infeasible point reports the least SRAM any
+    schedule needs."""
     region = proposal_region_bytes or memory.sram_bytes
     generated = proposals(front, memory, options, region)
-    chosen = choose_proposal(generated.proposals, memory.sram_bytes)
-    key = (*_cascade_key(front, memory, options, region), chosen)
-    return replace(generated, chosen_index=chosen), key
+    props = generated.proposals
+    pool = memory.sram_bytes
+    base = _cascade_key(front, memory, options, region)
+    first = choose_proposal(props, pool)
+    near = sorted(
+        (i for i, p in enumerate(props) if i != first and p.memory_usage <= pool * _BUDGET_SLACK),
+        key=lambda i: (props[i].cycles, i),
+    )
+    tried = [first, *near][:_FIT_TRIES]
+    for index in tried:
+        if _need(front, memory, generated, (*base, index)) <= pool:
+            return replace(generated, chosen_index=index), (*base, index)
+    smallest = sorted(range(len(props)), key=lambda i: (props[i].memory_usage, i))[:_FIT_TRIES]
+    index = min(
+        dict.fromkeys([*tried, *smallest]),
+        key=lambda i: (_need(front, memory, generated, (*base, i)), props[i].cycles, i),
+    )
+    return replace(generated, chosen_index=index), (*base, index)
 
 
 def schedule_point(
@@ -190,20 +250,17 @@ def schedule_point(
     Proposals are generated for a cascade region of `proposal_region_bytes` (default: the
     pool) and the proposal is chosen for the pool. A larger generation region keeps every
     small proposal and adds larger ones, so a sweep generates once at its largest pool."""
-    net = front.network
-    accelerator = memory.accelerator
-
-    def size(part: int, lo: int, hi: int, depth: int) -> int:
-        return len(encoded_weights(accelerator, net.ops[part], lo, hi, depth))
-
     if options is None:
-        schedule = layer_by_layer_schedule(net, memory, size, feature_maps, check=False)
+        schedule = layer_by_layer_schedule(
+            front.network,
+            memory,
+            _weights_size(front, memory.accelerator),
+            feature_maps,
+            check=False,
+        )
         return Point(memory, None, schedule, schedule.sram_bytes <= memory.sram_bytes)
     result, key = _chosen(front, memory, options, proposal_region_bytes)
-    schedule = _SCHEDULES.get(key)
-    if schedule is None:
-        schedule = proposal_schedule(net, result.chosen, memory, size, check=False)
-        _remember(_SCHEDULES, key, schedule, _SCHEDULE_CACHE_SIZE)
+    schedule = _proposal_schedule(front, memory, result, result.chosen_index, key)
     return Point(memory, result, schedule, schedule.sram_bytes <= memory.sram_bytes)
 
 
