@@ -12,10 +12,11 @@ from flow_models import model_path
 from test_schedule import check_allocation, check_schedule
 
 from cascader.core.options import CascaderOptions
+from cascader.core.proposal_generation import choose_proposal
 from cascader.ethosu.codegen import encoded_weights
 from cascader.ethosu.memory import system_memory
 from cascader.flow.frontend import load_tflite
-from cascader.flow.pipeline import front_half, proposals
+from cascader.flow.pipeline import estimate, front_half, proposals
 from cascader.flow.schedule import Stripe, proposal_schedule
 from cascader.verify import verify_model
 from dse.space import SMALLEST, SearchSpace
@@ -89,3 +90,18 @@ def test_a_sweep_seeds_the_smallest_schedules() -> None:
     space = SearchSpace(32 * 1024, 4 << 20, cascader_optional=True)
     seeded = [{k: v for k, v in p.items() if k != "sram_units"} for p in space.seed_points(16)]
     assert {**SMALLEST.cascader_options(), "enable_cascader": True} in seeded
+
+
+def test_a_pool_gets_a_proposal_whose_schedule_really_fits(mobilenet: bytes) -> None:
+    # At 256 KiB the cascader's own choice (the fastest within its budget, 262,000 B) needs
+    # 262,416 B once scheduled; the point takes a proposal whose schedule fits instead.
+    options = CascaderOptions(**SMALLEST.cascader_options())
+    pool = 256 * 1024
+    memory = system_memory(*U55, pool)
+    front = front_half(mobilenet, U55[0])
+    cascaded = replace(options, cascade_region=memory.roles["cascade"])
+    generated = proposals(front, memory, cascaded, REGION)
+    own = generated.proposals[choose_proposal(generated.proposals, pool)]
+    assert own.memory_usage < pool
+    result = estimate(mobilenet, *U55, pool, options, None, proposal_region_bytes=REGION)
+    assert result.fits and result.sram_used_bytes <= pool
