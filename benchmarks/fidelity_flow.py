@@ -19,9 +19,9 @@ import argparse
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from scipy.stats import spearmanr
+from shared_models import add_model_arguments, model_paths
 
 from cascader.core.options import CascaderOptions
 from cascader.ethosu.codegen import encoded_weights, generate
@@ -33,7 +33,6 @@ from cascader.ethosu.vela_schedule import VelaSchedule, vela_scheduled_ops
 from cascader.flow.frontend import load_tflite
 from cascader.flow.pipeline import Front, front_half, schedule_point
 from cascader.flow.schedule import ScheduleError, layer_by_layer_schedule, proposal_schedule
-from cascader.testing.shared import shared_dir
 
 CONFIGS = {
     "u55-128 Shared_Sram": ("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram"),
@@ -135,20 +134,14 @@ def proposal_correlation(front: Front, accelerator: str, system: str, mode: str,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    shared = shared_dir()
-    parser.add_argument("--models-dir", type=Path,
-                        default=shared / "models" if shared else None)  # fmt: skip
-    parser.add_argument("--models", nargs="*", help="model stems (default: every .tflite)")
+    add_model_arguments(parser)
     parser.add_argument("--top", type=int, default=0, help="list the N worst layers per run")
     parser.add_argument("--samples", type=int, default=40,
                         help="proposals scheduled per model for the correlation")  # fmt: skip
     args = parser.parse_args(argv)
-    if args.models_dir is None or not args.models_dir.is_dir():
-        print("no models directory: set CASCADER_SHARED or pass --models-dir", file=sys.stderr)
+    paths = model_paths(args)
+    if paths is None:
         return 2
-    paths = sorted(args.models_dir.glob("*.tflite"))
-    if args.models:
-        paths = [p for p in paths if p.stem in args.models]
     totals: dict[tuple[str, str], str] = {}
     rhos: dict[tuple[str, str], str] = {}
     details: list[str] = []

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
+
+from shared_models import add_model_arguments, model_paths
 
 from cascader.ethosu.perf import PerfReport, evaluate
 from cascader.ethosu.vela_baseline import VelaError
 from cascader.ethosu.vela_schedule import VelaSchedule, vela_scheduled_ops
-from cascader.testing.shared import shared_dir
 
 CONFIGS = {
     "u55-128 Shared_Sram": ("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram"),
@@ -97,21 +97,15 @@ def _bound(npu: float, access: dict[str, float]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    shared = shared_dir()
-    parser.add_argument("--models-dir", type=Path,
-                        default=shared / "models" if shared else None)  # fmt: skip
-    parser.add_argument("--models", nargs="*", help="model stems (default: every .tflite)")
+    add_model_arguments(parser)
     parser.add_argument("--top", type=int, default=0,
                         help="also list the N ops with the largest cycle difference")  # fmt: skip
     parser.add_argument("--arena-cache-size", type=int, default=None,
                         help="Vela's arena cache size in bytes (default: its own)")  # fmt: skip
     args = parser.parse_args(argv)
-    if args.models_dir is None or not args.models_dir.is_dir():
-        print("no models directory: set CASCADER_SHARED or pass --models-dir", file=sys.stderr)
+    paths = model_paths(args)
+    if paths is None:
         return 2
-    paths = sorted(args.models_dir.glob("*.tflite"))
-    if args.models:
-        paths = [p for p in paths if p.stem in args.models]
 
     results: dict[tuple[str, str], dict] = {}
     details: list[str] = []

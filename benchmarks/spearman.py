@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scipy.stats import spearmanr
+from shared_models import add_model_arguments, model_paths
 
 from cascader.core.options import COST_MODELS, CascaderOptions
 from cascader.core.proposal import Proposal
@@ -31,7 +32,6 @@ from cascader.ethosu.perf import evaluate
 from cascader.flow.frontend import load_tflite
 from cascader.flow.pipeline import Front, front_half, proposals, schedule_point
 from cascader.flow.schedule import ScheduleError, proposal_schedule
-from cascader.testing.shared import shared_dir
 
 CONFIGS = {
     "u55-128": ("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram"),
@@ -130,10 +130,7 @@ def chosen_cycles(front: Front, config: tuple[str, str, str], cost_model: str) -
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    shared = shared_dir()
-    parser.add_argument("--models-dir", type=Path,
-                        default=shared / "models" if shared else None)  # fmt: skip
-    parser.add_argument("--models", nargs="*", help="model stems (default: every .tflite)")
+    add_model_arguments(parser)
     parser.add_argument("--configs", nargs="*", choices=list(CONFIGS), default=list(CONFIGS))
     parser.add_argument("--cost-model", choices=COST_MODELS, default="tvm")
     parser.add_argument("--samples", type=int, default=40)
@@ -141,12 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--choices", action="store_true",
                         help="also score the chosen proposal at each of CHOICE_POOLS")  # fmt: skip
     args = parser.parse_args(argv)
-    if args.models_dir is None or not args.models_dir.is_dir():
-        print("no models directory: set CASCADER_SHARED or pass --models-dir", file=sys.stderr)
+    paths = model_paths(args)
+    if paths is None:
         return 2
-    paths = sorted(args.models_dir.glob("*.tflite"))
-    if args.models:
-        paths = [p for p in paths if p.stem in args.models]
     cells: dict[tuple[str, str], str] = {}
     choices: list[str] = []
     dump: dict[str, dict] = {}

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import gc
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
+from cascader.core.collector import collector_paused
 from cascader.core.graph import CascaderGraph
 from cascader.core.memory_region import MemoryRegion
 from cascader.core.options import CascaderOptions
@@ -37,21 +35,6 @@ class CascadeResult:
         }
 
 
-@contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """Plan generation allocates hundreds of thousands of small acyclic objects (tuples,
-    plans) that stay alive until the end, so the cyclic collector would rescan a growing heap
-    again and again for nothing (a third of the run time); reference counting still frees
-    garbage meanwhile."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def cascade(
     graph: CascaderGraph,
     regions: dict[str, MemoryRegion],
@@ -77,7 +60,7 @@ def cascade(
             if name not in regions:
                 raise ValueError(f"tensor {tensor.id} is homed in unknown region {name!r}")
     start = time.perf_counter()
-    with _cyclic_gc_paused():
+    with collector_paused():
         ctx = PlanContext(graph, regions, home_map, options)
         closed_plans = generate_graph_plans(ctx)
         proposals = generate_proposals(

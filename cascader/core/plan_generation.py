@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -291,13 +291,9 @@ def generate_single_plans(
     group = 1 << part.id
     cascade = ctx.cascade
     regions = ctx.regions
-    part.prepare_costs(output_stripe_configs)
-    for output_stripe_config in output_stripe_configs:
-        input_stripe_configs = part.input_stripe_configs(output_stripe_config)
-        outputs = ctx.output_configs(output_stripe_config, part.output)
-        wanted = [out.state == BOUNDARY or joinable is None or joinable(out) for out in outputs]
-        if not any(wanted):
-            continue
+    for output_stripe_config, input_stripe_configs, outputs, wanted in _stripe_choices(
+        part, output_stripe_configs, ctx, joinable
+    ):
         rolling = part.performance_info(output_stripe_config, ROLLING)
         recompute = part.performance_info(output_stripe_config, RECOMPUTE)
         # Per input option: (config, memory, copy cycles, first-copy cycles, read cycles for
@@ -377,6 +373,23 @@ def generate_single_plans(
     return plans
 
 
+def _stripe_choices(
+    part: Part,
+    output_stripe_configs: list[StripeConfig],
+    ctx: PlanContext,
+    joinable: Callable[[TensorConfig], bool] | None,
+) -> Iterator[tuple[StripeConfig, tuple[StripeConfig, ...], list[TensorConfig], list[bool]]]:
+    """Per output stripe config of `part` worth planning: its input stripe configs, its
+    output configs and which of them to build plans for (see `generate_single_plans`)."""
+    part.prepare_costs(output_stripe_configs)
+    for output_stripe_config in output_stripe_configs:
+        outputs = ctx.output_configs(output_stripe_config, part.output)
+        wanted = [out.state == BOUNDARY or joinable is None or joinable(out) for out in outputs]
+        if any(wanted):
+            inputs = part.input_stripe_configs(output_stripe_config)
+            yield output_stripe_config, inputs, outputs, wanted
+
+
 def _input_memory(config: TensorConfig, cascade: str) -> int:
     """Cascade-region bytes an input config holds: the whole tensor when it is homed there,
     its buffer when it is striped or copied into it, nothing otherwise."""
@@ -402,13 +415,9 @@ def _vela_single_plans(
     plans: list[Plan] = []
     group = 1 << part.id
     cascade = ctx.cascade
-    part.prepare_costs(output_stripe_configs)
-    for output_stripe_config in output_stripe_configs:
-        input_stripe_configs = part.input_stripe_configs(output_stripe_config)
-        outputs = ctx.output_configs(output_stripe_config, part.output)
-        wanted = [out.state == BOUNDARY or joinable is None or joinable(out) for out in outputs]
-        if not any(wanted):
-            continue
+    for output_stripe_config, input_stripe_configs, outputs, wanted in _stripe_choices(
+        part, output_stripe_configs, ctx, joinable
+    ):
         options = [
             [
                 (

@@ -9,16 +9,15 @@ process by (model sha256, accelerator)."""
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cascader.core.cascade import CascadeResult, cascade
+from cascader.core.collector import collector_paused
 from cascader.core.options import CascaderOptions
 from cascader.core.proposal_generation import choose_proposal
 from cascader.ethosu.codegen import Compiled, encoded_weights, generate
@@ -316,22 +315,6 @@ class Estimate:
         }
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Scoring a point makes many small objects (stripes, Vela operations) that live until it
-    is scored, so the cyclic collector would rescan the process's long-lived heap (the
-    model's IR, cached proposals and schedules) again and again meanwhile, for longer than
-    the scoring itself; reference counting still frees garbage. Nests with the cascader's
-    own pause: only the outermost one turns the collector back on."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def _run(
     model: str | Path | bytes,
     accelerator: str,
@@ -392,7 +375,7 @@ def estimate(
     """Vela's performance estimate of the point's schedule. `options` None turns the cascader
     off. A point whose schedule does not fit the pool comes back with `fits` False.
     `proposal_region_bytes`: see `schedule_point`."""
-    with _collector_paused():
+    with collector_paused():
         result, _, _ = _run(model, accelerator, system_config, memory_mode, sram_bytes, options,
                             vela_config, command_streams=False,
                             proposal_region_bytes=proposal_region_bytes)  # fmt: skip
@@ -414,7 +397,7 @@ def compile_model(
     stream words, little-endian) and `npu<i>.payload` (Vela's driver payload), plus
     `constants.bin` and `manifest.json` (regions, sizes, I/O addresses, the estimate). The
     caller checks `fits` first: a schedule over the pool is written all the same."""
-    with _collector_paused():
+    with collector_paused():
         result, point, compiled = _run(model, accelerator, system_config, memory_mode,
                                        sram_bytes, options, vela_config, command_streams=True,
                                        proposal_region_bytes=proposal_region_bytes)  # fmt: skip
