@@ -24,7 +24,7 @@ from scipy.stats import spearmanr
 from shared_models import add_model_arguments, model_paths
 
 from cascader.core.options import CascaderOptions
-from cascader.ethosu.codegen import encoded_weights, generate
+from cascader.ethosu.codegen import encoded_size, generate
 from cascader.ethosu.memory import system_memory
 from cascader.ethosu.npu_op import NpuOpDescription
 from cascader.ethosu.perf import PerfReport, evaluate
@@ -45,17 +45,12 @@ ALL_IN_SRAM = 16 << 20  # a pool every shared model's layer-by-layer schedule fi
 POOLS = (64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20)
 
 
-def _sizer(front: Front, accelerator: str):
-    ops = front.network.ops
-    return lambda part, lo, hi, depth: len(encoded_weights(accelerator, ops[part], lo, hi, depth))
-
-
 def layer_by_layer(front: Front, accelerator: str, system: str, mode: str) -> PerfReport:
     """Our copy-constants schedule with every intermediate feature map in SRAM (graph inputs
     and outputs stay in the arena, in DRAM on a Dedicated_Sram system, as Vela keeps them)."""
     memory = system_memory(accelerator, system, mode, ALL_IN_SRAM)
     schedule = layer_by_layer_schedule(
-        front.network, memory, _sizer(front, accelerator), feature_maps="cascade"
+        front.network, memory, encoded_size(accelerator, front.network.ops), feature_maps="cascade"
     )
     return evaluate(generate(schedule, accelerator, command_streams=False).scheduled_ops, memory)
 
@@ -121,7 +116,7 @@ def proposal_correlation(front: Front, accelerator: str, system: str, mode: str,
     if len(ranked) > samples:
         ranked = [ranked[round(i * (len(ranked) - 1) / (samples - 1))] for i in range(samples)]
     memory = system_memory(accelerator, system, mode, POOLS[-1])
-    sizer = _sizer(front, accelerator)
+    sizer = encoded_size(accelerator, front.network.ops)
     ours, theirs = [], []
     for proposal in ranked:
         schedule = proposal_schedule(front.network, proposal, memory, sizer, check=False)

@@ -26,7 +26,7 @@ from shared_models import add_model_arguments, model_paths
 
 from cascader.core.options import COST_MODELS, CascaderOptions
 from cascader.core.proposal import Proposal
-from cascader.ethosu.codegen import encoded_weights, generate
+from cascader.ethosu.codegen import encoded_size, generate
 from cascader.ethosu.memory import SystemMemory, system_memory
 from cascader.ethosu.perf import evaluate
 from cascader.flow.frontend import load_tflite
@@ -63,11 +63,6 @@ class Pairs:
                 f"{spread(self.evaluator):.0%})")  # fmt: skip
 
 
-def _sizer(front: Front, accelerator: str):
-    ops = front.network.ops
-    return lambda part, lo, hi, depth: len(encoded_weights(accelerator, ops[part], lo, hi, depth))
-
-
 def _memory(config: tuple[str, str, str], pool: int) -> SystemMemory:
     return system_memory(*config, pool)
 
@@ -82,7 +77,7 @@ def evaluated_cycles(front: Front, proposal: Proposal, memory: SystemMemory) -> 
     """The evaluator's total cycles of a proposal's stripe schedule."""
     accelerator = memory.accelerator
     schedule = proposal_schedule(
-        front.network, proposal, memory, _sizer(front, accelerator), check=False
+        front.network, proposal, memory, encoded_size(accelerator, front.network.ops), check=False
     )
     compiled = generate(schedule, accelerator, command_streams=False)
     return evaluate(compiled.scheduled_ops, memory).total_cycles

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -77,6 +78,7 @@ __all__ = [
     "FunctionStream",
     "core_bias_streams",
     "core_weight_streams",
+    "encoded_size",
     "encoded_weights",
     "generate",
 ]
@@ -156,6 +158,16 @@ def encoded_weights(accelerator: str, op: Conv2D, lo: int, hi: int, depth: int) 
     """The weights of output channels [lo, hi) as the NPU reads them: each core's stream in
     core order, 16-byte aligned (a single core's is just Vela's encoding)."""
     return _laid_out(core_weight_streams(accelerator, op, lo, hi, depth))
+
+
+def encoded_size(accelerator: str, ops: Sequence[NpuOp]) -> Callable[[int, int, int, int], int]:
+    """(part, lo, hi, block depth) -> bytes of part `part`'s encoded weights for output
+    channels [lo, hi): what the schedule sizes weight buffers with."""
+
+    def size(part: int, lo: int, hi: int, depth: int) -> int:
+        return len(encoded_weights(accelerator, ops[part], lo, hi, depth))
+
+    return size
 
 
 def _encoded_weights(accelerator: str, op: Conv2D, channels: slice, depth: int) -> bytes:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from cascader.core.cascade import CascadeResult, cascade
 from cascader.core.collector import collector_paused
 from cascader.core.options import CascaderOptions
 from cascader.core.proposal_generation import choose_proposal
-from cascader.ethosu.codegen import Compiled, encoded_weights, generate
+from cascader.ethosu.codegen import Compiled, encoded_size, generate
 from cascader.ethosu.memory import SystemMemory, system_memory
 from cascader.ethosu.perf import AREAS, PerfReport, evaluate
 from cascader.flow.cascader_graph import graph_document
@@ -168,23 +167,12 @@ _NEED_CACHE_SIZE = 4096
 _NEEDS: OrderedDict[tuple, int] = OrderedDict()
 
 
-def _weights_size(front: Front, accelerator: str) -> Callable[[int, int, int, int], int]:
-    """Encoded bytes of part `part`'s weights for output channels [lo, hi) in `depth`-deep
-    blocks, as the schedule sizes weight buffers."""
-    ops = front.network.ops
-
-    def size(part: int, lo: int, hi: int, depth: int) -> int:
-        return len(encoded_weights(accelerator, ops[part], lo, hi, depth))
-
-    return size
-
-
 def _proposal_schedule(
     front: Front, memory: SystemMemory, result: CascadeResult, index: int, key: tuple
 ) -> Schedule:
     schedule = _SCHEDULES.get(key)
     if schedule is None:
-        size = _weights_size(front, memory.accelerator)
+        size = encoded_size(memory.accelerator, front.network.ops)
         proposal = result.proposals[index]
         schedule = proposal_schedule(front.network, proposal, memory, size, check=False)
         _remember(_SCHEDULES, key, schedule, _SCHEDULE_CACHE_SIZE)
@@ -253,7 +241,7 @@ def schedule_point(
         schedule = layer_by_layer_schedule(
             front.network,
             memory,
-            _weights_size(front, memory.accelerator),
+            encoded_size(memory.accelerator, front.network.ops),
             feature_maps,
             check=False,
         )

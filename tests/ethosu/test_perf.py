@@ -20,7 +20,7 @@ from ethosu.vela.api import (
 from ethosu.vela.npu_performance import measure_mem2mem_cycles
 from ethosu.vela.tensor import MemArea
 
-from cascader.ethosu.codegen import encoded_weights, generate
+from cascader.ethosu.codegen import encoded_size, generate
 from cascader.ethosu.device import get_device
 from cascader.ethosu.memory import system_memory
 from cascader.ethosu.npu_op import NpuOpDescription
@@ -295,11 +295,7 @@ def test_codegen_hands_the_evaluator_every_weight_dma_of_the_schedule():
     front = front_half(b.build(), ACCEL)
     ops = front.network.ops
     memory = system_memory(ACCEL, *U55, 192 * 1024)
-
-    def sizer(part, lo, hi, depth):
-        return len(encoded_weights(ACCEL, ops[part], lo, hi, depth))
-
-    schedule = layer_by_layer_schedule(front.network, memory, sizer)
+    schedule = layer_by_layer_schedule(front.network, memory, encoded_size(ACCEL, ops))
     compiled = generate(schedule, ACCEL, command_streams=False)
     deep = max(range(len(ops)), key=lambda part: ops[part].ofm.shape[3])
     slices = [s for s in schedule.steps if isinstance(s, Copy) and s.part == deep]

@@ -13,7 +13,7 @@ from test_schedule import check_allocation, check_schedule
 
 from cascader.core.options import CascaderOptions
 from cascader.core.proposal_generation import choose_proposal
-from cascader.ethosu.codegen import encoded_weights
+from cascader.ethosu.codegen import encoded_size
 from cascader.ethosu.memory import system_memory
 from cascader.flow.frontend import load_tflite
 from cascader.flow.pipeline import estimate, front_half, proposals
@@ -38,10 +38,7 @@ def _smallest_schedule(model: bytes, options: CascaderOptions):
     memory = system_memory(*U55, REGION)
     options = replace(options, cascade_region=memory.roles["cascade"])
     smallest = proposals(front, memory, options, REGION).proposals[0]
-
-    def size(part: int, lo: int, hi: int, depth: int) -> int:
-        return len(encoded_weights(U55[0], front.network.ops[part], lo, hi, depth))
-
+    size = encoded_size(U55[0], front.network.ops)
     return smallest, proposal_schedule(front.network, smallest, memory, size, check=False)
 
 
