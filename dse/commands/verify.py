@@ -10,18 +10,13 @@ import argparse
 import json
 import sys
 
-from cascader.ethosu.errors import DeviceConfigError
 from cascader.ethosu.memory import system_memory
-from cascader.flow.errors import ModelError
 from cascader.flow.frontend import load_tflite
-from cascader.flow.legalize import LegalizeError
-from cascader.flow.schedule import ScheduleError
 from cascader.reference.run import ReferenceError
 from cascader.reference.striped import StripeError
 from cascader.verify import Verification, verify_model
-from dse.commands.estimate import cascader_options
+from dse.commands.estimate import scored_point
 from dse.config import load_config, point_args
-from dse.defaults import system_defaults
 from dse.errors import BadInput, NothingFits
 from dse.sizes import format_size
 
@@ -58,25 +53,17 @@ def _table(model: str, result: Verification) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.config is not None:  # the exported point, checked against the model's sha256
         args = point_args(args, load_config(args.config, args.model))
-    system_config, memory_mode = system_defaults(
-        args.accelerator_config, args.system_config, args.memory_mode
-    )
+
+    def run_verify(model, accelerator, system_config, memory_mode, sram, options, vela_config,
+                   proposal_region_bytes=None) -> Verification:  # fmt: skip
+        memory = system_memory(accelerator, system_config, memory_mode, sram, vela_config)
+        return verify_model(load_tflite(model), memory, options, args.samples,
+                            proposal_region_bytes=proposal_region_bytes)  # fmt: skip
+
     sram = args.sram
     try:
-        model = load_tflite(args.model)
-        memory = system_memory(
-            args.accelerator_config, system_config, memory_mode, sram, args.vela_config
-        )
-        result = verify_model(
-            model,
-            memory,
-            cascader_options(args),
-            args.samples,
-            proposal_region_bytes=args.proposal_region,
-        )
-    except (ModelError, DeviceConfigError, ScheduleError) as error:
-        raise BadInput(str(error)) from None
-    except (LegalizeError, ReferenceError) as error:
+        result = scored_point(args, sram, run_verify)
+    except ReferenceError as error:
         raise BadInput(f"{args.model}: {error}") from None
     except StripeError as error:  # a bug in the schedule or the propagators, not the input
         print(f"dse verify: {args.model}: the schedule cannot run as written: {error}",
