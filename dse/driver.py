@@ -13,6 +13,7 @@ from tqdm import tqdm
 
 from dse.cache_stats import record
 from dse.objective import Evaluator, make_objective
+from dse.refine import with_front_steps
 from dse.space import SRAM_ALIGN, SearchSpace
 from dse.study import StudySettings, load_settings, open_storage
 from dse.tickets import completed_trials, issue, run_issued
@@ -76,8 +77,11 @@ def issue_trials(
 def run_trials(study: optuna.Study, evaluate: Evaluator, total: int, progress: bool) -> int:
     """Run issued trials here until none is left; returns how many this process completed."""
     settings = load_settings(study)
-    study.sampler = make_sampler(settings.sampler) or study.sampler
-    objective = make_objective(settings, space_of(settings), evaluate)
+    space = space_of(settings)
+    if settings.sampler != "grid":
+        base = make_sampler(settings.sampler) or study.sampler
+        study.sampler = with_front_steps(base, space.low // SRAM_ALIGN, space.high // SRAM_ALIGN)
+    objective = make_objective(settings, space, evaluate)
     done = 0
 
     def count(_study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:

@@ -1,0 +1,181 @@
+"""Front refinement: some sampler trials step along the SRAM staircase of a front point.
+
+A point's cascader proposals are generated once per option set and chosen per pool, so the
+front of one option set is a staircase: each proposal holds from the SRAM it really needs up
+to the next one's. A sampled pool rarely lands on a step, but a pool one unit below a front
+point's SRAM use gives exactly the next step down, and a pool a little above it the next step
+or two up; each costs only a schedule and a score (the proposals are cached). So every other
+sampler trial, while some front point has a step not tried yet, runs the step into the front's
+largest gap instead of a sampled point; the rest stay with the sampler. (Several processes
+sharing a study step only when no other trial is running, see next_step.)
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from optuna.distributions import BaseDistribution
+from optuna.samplers import BaseSampler
+from optuna.study import Study
+from optuna.trial import FrozenTrial, TrialState
+
+from dse.front import pareto_front
+from dse.space import SRAM_ALIGN
+
+STEP_OF = "dse.step_of"  # system attr: the front trial a step trial came from
+_TAKEN = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
+
+
+def _params_key(params: dict[str, Any]) -> tuple:
+    return tuple(sorted(params.items()))
+
+
+# A step up asks for this much more SRAM than a front point uses: enough to pass the next
+# proposal of the same options or two (their SRAM needs lie a fraction of a percent to a few
+# percent apart); the step downs from the point it finds fill in whatever it skipped.
+STEP_UP = 1 / 32
+
+
+def steps(
+    trial: FrozenTrial, low_units: int, high_units: int
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The trial's parameters with the largest aligned pool below the SRAM it used (the next
+    smaller schedule of its options) and with a pool STEP_UP above it (a faster one); None
+    for a point without cascader proposals to step through, or a pool outside the space."""
+    if not trial.params.get("enable_cascader", True):
+        return None, None
+    used = trial.user_attrs["metrics"]["sram_used_bytes"]
+    down = (used - 1) // SRAM_ALIGN
+    up = -(-round(used * (1 + STEP_UP)) // SRAM_ALIGN)
+    return tuple(
+        {**trial.params, "sram_units": u} if low_units <= u <= high_units else None
+        for u in (down, up)
+    )
+
+
+# Points this close to the front in cycles step too: a schedule a step away from one may
+# beat the front (the next proposal of options whose smallest one another option set ties).
+NEAR = 0.05
+
+
+def _cost(trial: FrozenTrial) -> tuple[float, float]:
+    """The point's (log SRAM, log cycles): gaps are measured in ratios, not bytes."""
+    m = trial.user_attrs["metrics"]
+    return math.log(m["sram_used_bytes"] + SRAM_ALIGN), math.log(m["total_cycles"] + 1)
+
+
+def near_front(trials: list[FrozenTrial]) -> list[FrozenTrial]:
+    """Feasible trials no other point beats by more than NEAR in cycles with no more SRAM."""
+    points = sorted(
+        (t for t in trials if t.user_attrs.get("metrics", {}).get("fits")),
+        key=lambda t: (*_cost(t), t.number),
+    )
+    near, best = [], math.inf
+    for trial in points:
+        cycles = _cost(trial)[1]
+        if cycles + math.log1p(-NEAR) <= best:
+            near.append(trial)
+        best = min(best, cycles)
+    return near
+
+
+def _gap(front: list[tuple[float, float]], sram: float, up: bool) -> float:
+    """The empty area, in log SRAM x log cycles, of the front's rectangle a step from `sram`
+    lands in: between the front's last point at or below `sram` and its next (a step up),
+    or between its first point at or above `sram` and its previous (a step down)."""
+    srams = [s for s, _ in front]
+    b = bisect.bisect_right(srams, sram) if up else bisect.bisect_left(srams, sram)
+    if b == 0 or b == len(front):
+        return 0.0
+    (sa, ca), (sb, cb) = front[b - 1], front[b]
+    return (sb - sa) * max(0.0, ca - cb)
+
+
+def next_step(
+    study: Study, trial: FrozenTrial, low_units: int, high_units: int
+) -> tuple[int, dict[str, Any]] | None:
+    """The step no trial has taken yet, from a point near the front, into the front's
+    largest gap (ties: the smaller SRAM, down before up); none while another trial runs. A
+    trial is RUNNING before its sampler is asked, so of two processes choosing at once the
+    later one sees the other and leaves the steps alone: no step is ever taken twice."""
+    taken = set()
+    for t in study.get_trials(deepcopy=False, states=_TAKEN):
+        if t.state == TrialState.RUNNING and t.number != trial.number:
+            return None
+        params = t.system_attrs.get("fixed_params") or t.params
+        taken.add(_params_key(params))
+    front = sorted(_cost(t) for t in pareto_front(study))
+    completed = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    best: tuple[float, int, dict[str, Any]] | None = None
+    for origin in near_front(completed):
+        sram, _ = _cost(origin)
+        for up, params in enumerate(steps(origin, low_units, high_units)):
+            if params is None or _params_key(params) in taken:
+                continue
+            gap = _gap(front, sram, bool(up))
+            if best is None or gap > best[0]:
+                best = (gap, origin.number, params)
+    return None if best is None else best[1:]
+
+
+class FrontStepSampler(BaseSampler):
+    """Wraps a sampler: odd-numbered trials the wrapped sampler would fill become step-down
+    trials while there is a step to take (see the module docstring); everything else is the
+    wrapped sampler's. Trials with fixed parameters (seeds, grid points, retries) are left
+    alone."""
+
+    def __init__(self, base: BaseSampler, low_units: int, high_units: int) -> None:
+        self.base = base
+        self.low_units = low_units
+        self.high_units = high_units
+
+    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+        if not trial.system_attrs.get("fixed_params") and trial.number % 2 == 1:
+            found = next_step(study, trial, self.low_units, self.high_units)
+            if found is not None:
+                origin, params = found
+                # optuna.Trial reads the fixed parameters right after this hook, from the same
+                # frozen trial; the storage keeps them for a retry of this trial.
+                storage = study._storage
+                storage.set_trial_system_attr(trial._trial_id, "fixed_params", params)
+                storage.set_trial_system_attr(trial._trial_id, STEP_OF, origin)
+                trial.system_attrs["fixed_params"] = params
+                trial.system_attrs[STEP_OF] = origin
+        self.base.before_trial(study, trial)
+
+    def infer_relative_search_space(
+        self, study: Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        return self.base.infer_relative_search_space(study, trial)
+
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        return self.base.sample_relative(study, trial, search_space)
+
+    def sample_independent(
+        self, study: Study, trial: FrozenTrial, name: str, distribution: BaseDistribution
+    ) -> Any:
+        return self.base.sample_independent(study, trial, name, distribution)
+
+    def after_trial(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        state: TrialState,
+        values: Sequence[float] | None,
+    ) -> None:
+        self.base.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self.base.reseed_rng()
+
+
+def with_front_steps(sampler: BaseSampler, low_units: int, high_units: int) -> FrontStepSampler:
+    """`sampler` with front refinement (once: a continued study's sampler may have it)."""
+    if isinstance(sampler, FrontStepSampler):
+        sampler = sampler.base
+    return FrontStepSampler(sampler, low_units, high_units)

@@ -1,0 +1,98 @@
+"""Front refinement: sampler trials that step along a front point's SRAM staircase."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution, IntDistribution
+
+from dse.cli import main
+from dse.refine import STEP_OF, near_front, next_step, steps
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
+
+
+def _trial(used: int, cascader: bool = True, cycles: int = 1000) -> optuna.trial.FrozenTrial:
+    return optuna.trial.create_trial(
+        values=[float(cycles), float(used)],
+        params={"sram_units": 4096, "enable_cascader": cascader, "max_plan_size": 10},
+        distributions={
+            "sram_units": IntDistribution(16, 65536, log=True),
+            "enable_cascader": CategoricalDistribution([True, False]),
+            "max_plan_size": CategoricalDistribution([2, 10]),
+        },
+        user_attrs={
+            "metrics": {"sram_used_bytes": used, "total_cycles": cycles, "fits": True},
+            "config": {"sram_pool_bytes": used},
+        },
+    )
+
+
+def test_steps_go_just_below_and_a_little_above_the_sram_used() -> None:
+    down, up = steps(_trial(50_000), low_units=16, high_units=65536)
+    assert down == {"sram_units": 3124, "enable_cascader": True, "max_plan_size": 10}
+    assert down["sram_units"] * 16 < 50_000 <= (down["sram_units"] + 1) * 16
+    assert up["sram_units"] * 16 >= 50_000 * 33 / 32
+    assert up["sram_units"] * 16 - 16 < 50_000 * 33 / 32
+    assert up.keys() == down.keys()
+
+
+def test_no_steps_without_the_cascader_or_outside_the_space() -> None:
+    assert steps(_trial(50_000, cascader=False), low_units=16, high_units=65536) == (None, None)
+    up = {"sram_units": 17, "enable_cascader": True, "max_plan_size": 10}
+    assert steps(_trial(256), low_units=16, high_units=65536) == (None, up)
+    assert steps(_trial(256), low_units=18, high_units=65536) == (None, None)
+    down = {"sram_units": 65535, "enable_cascader": True, "max_plan_size": 10}
+    assert steps(_trial(1 << 20), low_units=16, high_units=65536) == (down, None)
+
+
+def test_the_largest_gap_of_the_front_is_stepped_into_first() -> None:
+    study = optuna.create_study(directions=["minimize", "minimize"])
+    # (SRAM, cycles): a wide gap between the first two points, a narrow one after.
+    for used, cycles in ((10_000, 9_000), (40_000, 1_000), (41_000, 990)):
+        study.add_trial(_trial(used, cycles=cycles))
+    running = study.ask()
+    origin, params = next_step(study, study.trials[-1], low_units=16, high_units=65536)
+    # The first point's step up and the second's step down both enter the wide gap; the
+    # smaller SRAM goes first.
+    assert origin == 0
+    assert params == steps(study.trials[0], 16, 65536)[1]
+    # Another process's running trial holds every step back.
+    assert next_step(study, study.trials[0], low_units=16, high_units=65536) is None
+    study.tell(running, [5.0, 5.0])
+
+
+def test_points_near_the_front_step_too() -> None:
+    trials = [_trial(10_000, cycles=c) for c in (1_000, 1_030, 1_200)]
+    trials.append(_trial(20_000, cycles=900))
+    near = near_front(trials)
+    assert [t.user_attrs["metrics"]["total_cycles"] for t in near] == [1_000, 1_030, 900]
+
+
+def test_a_sweep_steps_from_front_points_and_runs_exactly_the_trials_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["sweep", "--model", str(EXAMPLE), "--trials", "12", "--sram-min", "64KiB"]
+    code = main([*argv, "--sram-max", "1MiB", "--out", str(tmp_path), "--json"])
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["trials"] == 12
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    (summary,) = optuna.get_all_study_summaries(storage)
+    study = optuna.load_study(study_name=summary.study_name, storage=storage)
+    trials = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert len(trials) == 12
+    stepped = [t for t in trials if STEP_OF in t.system_attrs]
+    assert stepped, "no sampler trial stepped along the front"
+    by_number = {t.number: t for t in trials}
+    for trial in stepped:
+        origin = by_number[trial.system_attrs[STEP_OF]]
+        assert origin.number < trial.number
+        assert trial.params in steps(origin, 1, 1 << 40)
+        used = origin.user_attrs["metrics"]["sram_used_bytes"]
+        if trial.params["sram_units"] * 16 < used:  # a step down finds a smaller schedule or none
+            metrics = trial.user_attrs["metrics"]
+            assert not metrics["fits"] or metrics["sram_used_bytes"] < used
+    assert len({json.dumps(t.params, sort_keys=True) for t in stepped}) == len(stepped)
