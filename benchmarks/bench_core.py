@@ -2,8 +2,11 @@
 
 Run: pytest benchmarks/bench_core.py --benchmark-only
 Every round loads a fresh graph, so the parts' memoised costs start cold.
+The "striping" group is issue #6's sweep trial: MobileNetV2 with the striping options a
+trial may draw, multi-dimensional striping being the expensive one.
 """
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -40,4 +43,29 @@ def test_mobilenet_like(benchmark, parts):
     result = benchmark.pedantic(
         _run, setup=lambda: ((mobilenet_like(parts),), {}), rounds=3, iterations=1
     )
+    assert result.proposals
+
+
+MOBILENET = SHARED / "golden" / "mobilenet_v2_100_224_s1_p1024k.json"
+
+
+@pytest.mark.skipif(not MOBILENET.exists(), reason=f"no {MOBILENET}")
+@pytest.mark.parametrize(
+    ("multi_dimensional", "stripe_factors", "cost_model"),
+    [(True, 5, "tvm"), (True, 8, "tvm"), (False, 5, "tvm"), (False, 5, "vela")],
+)
+def test_mobilenet_striping(benchmark, multi_dimensional, stripe_factors, cost_model):
+    benchmark.group = "striping"
+
+    def setup():
+        document = load_graph(MOBILENET)
+        document.options = dataclasses.replace(
+            document.options,
+            enable_multi_dimensional_striping=multi_dimensional,
+            stripe_factors=stripe_factors,
+            cost_model=cost_model,
+        )
+        return (document,), {}
+
+    result = benchmark.pedantic(_run, setup=setup, rounds=3, iterations=1)
     assert result.proposals

@@ -4,7 +4,7 @@ Run: pytest benchmarks/bench_dse.py --benchmark-only -s
 DSE_BENCH_TRIALS sets the trial count (default 100). The sweep runs in this process, scored
 with the flow's Vela-model estimate; one Vela 5.2 compile (its default core, default
 settings) of the same model is timed in the same run, and the extra info holds seconds per
-trial, the cache hit rates and their ratio.
+trial, the cache hit rates, their ratio and the mean seconds of each kind of trial.
 """
 
 from __future__ import annotations
@@ -16,11 +16,14 @@ import os
 import time
 from pathlib import Path
 
+import optuna
 import pytest
+from optuna.trial import TrialState
 
 from cascader.ethosu.vela_baseline import run_vela
 from cascader.testing.shared import shared_dir
 from dse.cli import main
+from dse.refine import STEP_OF
 
 SHARED = shared_dir()
 MODEL = SHARED / "models" / "mobilenet_v2_100_224.tflite" if SHARED else None
@@ -38,6 +41,24 @@ def _sweep(out: Path) -> dict:
     with contextlib.redirect_stdout(buf):
         assert main(argv) == 0
     return json.loads(buf.getvalue())
+
+
+def _seconds_by_kind(out: Path) -> dict[str, dict[str, float]]:
+    """Count and mean seconds of the study's seed trials, steps along the front (dse.refine)
+    and sampled trials, from Optuna's start and end times (the sweep's wall time also holds
+    the seed probes and the front half)."""
+    storage = f"sqlite:///{out / 'study.db'}"
+    (summary,) = optuna.get_all_study_summaries(storage)
+    study = optuna.load_study(study_name=summary.study_name, storage=storage)
+    kinds: dict[str, list[float]] = {"seed": [], "step": [], "sampled": []}
+    for t in study.get_trials(states=(TrialState.COMPLETE,)):
+        kind = "step" if STEP_OF in t.system_attrs else (
+            "seed" if t.system_attrs.get("fixed_params") else "sampled")  # fmt: skip
+        kinds[kind].append((t.datetime_complete - t.datetime_start).total_seconds())
+    return {
+        k: {"trials": len(v), "mean_s": round(sum(v) / len(v), 3) if v else 0.0}
+        for k, v in kinds.items()
+    }
 
 
 def test_sweep_trials_vs_one_vela_compile(benchmark, tmp_path: Path) -> None:
@@ -64,6 +85,7 @@ def test_sweep_trials_vs_one_vela_compile(benchmark, tmp_path: Path) -> None:
             "trial_over_vela_compile": round(per_trial / vela_seconds, 2),
             "cache_hit_rate": {k: round(v, 3) for k, v in rates.items()},
             "front_points": len(result["front"]),
+            "trial_seconds_by_kind": _seconds_by_kind(tmp_path),
         }
     )
     print(json.dumps(benchmark.extra_info, indent=2))

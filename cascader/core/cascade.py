@@ -9,7 +9,8 @@ from cascader.core.collector import collector_paused
 from cascader.core.graph import CascaderGraph
 from cascader.core.memory_region import MemoryRegion
 from cascader.core.options import CascaderOptions
-from cascader.core.plan_generation import PlanContext, generate_graph_plans
+from cascader.core.plan_context import PlanContext
+from cascader.core.plan_generation import generate_graph_plans
 from cascader.core.proposal import Proposal
 from cascader.core.proposal_generation import choose_proposal, generate_proposals
 
@@ -61,10 +62,10 @@ def cascade(
                 raise ValueError(f"tensor {tensor.id} is homed in unknown region {name!r}")
     start = time.perf_counter()
     with collector_paused():
-        ctx = PlanContext(graph, regions, home_map, options)
-        closed_plans = generate_graph_plans(ctx)
+        # No names for the plan context and the closed plans: they are garbage once the
+        # proposals exist, and freeing them before the collector resumes spares it a scan.
         proposals = generate_proposals(
-            closed_plans,
+            generate_graph_plans(PlanContext(graph, regions, home_map, options)),
             graph.all_parts_mask,
             options.cascade_region,
             options.max_proposals,

@@ -12,7 +12,7 @@ class CascaderOptions:
     """Options of one cascader run. `cascade_region` names the MemoryRegion the cascade (and
     every interior buffer) lives in; `cost_model` picks how plans are costed: "tvm" is the
     original cascader's model (bit-exact with TVM v0.18), "vela" follows Vela's performance
-    model (see cascader.core.plan_generation); the other fields bound the search."""
+    model (see cascader.core.plan_context); the other fields bound the search."""
 
     cascade_region: str = "SRAM"
     max_proposals: int = 64

@@ -74,3 +74,81 @@ def cull_plans(entries: list[tuple], max_plans: int, disable_pareto: bool) -> li
     return pareto_cull(
         entries, [e[0] for e in entries], [e[1] for e in entries], max_plans, disable_pareto
     )
+
+
+def _thin_mask(sizes: np.ndarray, ranks: np.ndarray, limits: np.ndarray) -> np.ndarray:
+    """For entries at `ranks` within groups of `sizes`: whether `thin_indices(size, limit)`
+    picks them. One pick table per distinct (size, limit), since groups repeat a few.
+    Limits are below the sizes they thin (else there is nothing to thin), so they fit
+    beside them in one integer; a negative one thins to nothing, like zero."""
+    limits = np.clip(limits, 0, sizes)
+    distinct, which = np.unique((sizes << 32) | limits, return_inverse=True)
+    tables = []
+    for key in distinct.tolist():
+        table = np.zeros(key >> 32, dtype=bool)
+        table[thin_indices(key >> 32, key & 0xFFFFFFFF)] = True
+        tables.append(table)
+    offsets = np.cumsum([0] + [len(t) for t in tables[:-1]])
+    return np.concatenate(tables)[offsets[which] + ranks]
+
+
+def _ranks(groups: np.ndarray) -> np.ndarray:
+    """Position of each entry within its run of equal `groups` (which must be sorted)."""
+    starts = np.flatnonzero(np.concatenate(([True], groups[1:] != groups[:-1])))
+    lengths = np.diff(np.append(starts, len(groups)))
+    return np.arange(len(groups)) - np.repeat(starts, lengths)
+
+
+def _fronts(chosen: np.ndarray, groups: np.ndarray, memory: np.ndarray, cycles: np.ndarray):
+    """`pareto_order` of each group of the entries `chosen` (ascending indices), group by
+    group. Sorted by (group, single-precision memory) as one integer key, each run of equal
+    memory can only keep its fewest-cycles entry (the first by exact memory, cycles, index
+    among equals), and keeps it when it beats every earlier run of its group."""
+    in_group = groups[chosen]
+    fmem = memory[chosen].astype(np.float32)
+    # Non-negative float32 values order like their bit patterns.
+    key = (in_group << 31) | fmem.view(np.int32).astype(np.int64)
+    order = np.argsort(key)
+    chosen, key, in_group = chosen[order], key[order], in_group[order]
+    fcyc = cycles[chosen].astype(np.float32)
+    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+    run_of = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(key))))
+    least = np.minimum.reduceat(fcyc, starts)
+    # Running minimum within each group: the negated group id above the cycles' bits.
+    keyed = (-in_group[starts] << 32) | least.view(np.int32).astype(np.int64)
+    before = np.minimum.accumulate(np.concatenate(([np.iinfo(np.int64).max], keyed[:-1])))
+    candidate = (keyed < before)[run_of] & (fcyc == least[run_of])
+    chosen, run_of = chosen[candidate], run_of[candidate]
+    order = np.lexsort((chosen, cycles[chosen], memory[chosen], run_of))
+    chosen, run_of = chosen[order], run_of[order]
+    return chosen[np.concatenate(([True], run_of[1:] != run_of[:-1]))]
+
+
+def cull_groups(
+    groups: np.ndarray,
+    memory: np.ndarray,
+    cycles: np.ndarray,
+    limits: np.ndarray,
+    disable_pareto: bool,
+) -> np.ndarray:
+    """`cull_plans` on many groups of candidates at once. Entry i is in group `groups[i]`
+    with costs (memory[i], cycles[i]); entries are in candidate order (it breaks exact
+    ties); group g keeps at most `limits[g]`. Returns the kept entries' indices, group by
+    group in ascending group id, each group's in the order `cull_plans` returns them."""
+    count = len(limits)
+    sizes = np.bincount(groups, minlength=count)
+    culled = (sizes > limits)[groups]
+    whole = np.flatnonzero(~culled)
+    whole = whole[np.argsort(groups[whole], kind="stable")]
+    chosen = np.flatnonzero(culled)
+    if len(chosen) == 0:
+        return whole
+    if disable_pareto:
+        chosen = chosen[np.argsort(groups[chosen], kind="stable")]
+    else:
+        chosen = _fronts(chosen, groups, memory, cycles)
+    in_group = groups[chosen]
+    fronts = np.bincount(in_group, minlength=count)[in_group]
+    chosen = chosen[_thin_mask(fronts, _ranks(in_group), limits[in_group])]
+    kept = np.concatenate((whole, chosen))
+    return kept[np.argsort(groups[kept], kind="stable")]

@@ -99,9 +99,10 @@ class Part(ABC):
         return found
 
     @abstractmethod
-    def prepare_costs(self, configs: list[StripeConfig]) -> None:
+    def prepare_costs(self, configs: list[StripeConfig], cost_model: str = "tvm") -> None:
         """Called with all output stripe configs of the part before plan generation asks for
-        their costs one by one, so a cost that is cheaper in bulk can be computed at once."""
+        their costs one by one under `cost_model`, so a cost that is cheaper in bulk can be
+        computed at once."""
 
     @abstractmethod
     def performance_info(self, config: StripeConfig, mode: BufferMode) -> PerformanceInfo:
@@ -149,7 +150,7 @@ class InlinePart(Part):
         super().__init__(id, inputs, output, propagators, stripe_align_hint)
         self._info = PerformanceInfo(0, (0,) * len(self.inputs), 0, (1,), (1,))
 
-    def prepare_costs(self, configs: list[StripeConfig]) -> None:
+    def prepare_costs(self, configs: list[StripeConfig], cost_model: str = "tvm") -> None:
         """Nothing to prepare: an inline part is free."""
 
     def performance_info(self, config: StripeConfig, mode: BufferMode) -> PerformanceInfo:

@@ -1,26 +1,21 @@
-"""Plan generation: single-part plans for each candidate stripe config, then whole-graph plans
-by merging open plans along the graph in reverse topological order."""
+"""Plan generation: whole-graph plans by merging each part's single plans
+(cascader.core.single_plans) into the open plans waiting for its output tensor, parts in
+reverse topological order, each bucket of candidates culled as arrays."""
 
 from __future__ import annotations
 
-import itertools
-import math
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 
 import numpy as np
 
-from cascader.core.floats import f32
-from cascader.core.graph import CascaderGraph
-from cascader.core.memory_region import MemoryRegion
-from cascader.core.options import CascaderOptions
-from cascader.core.pareto import cull_plans
-from cascader.core.part import BlockCosts, BufferMode, Part
+from cascader.core.pareto import cull_groups
+from cascader.core.part import BufferMode, Part
 from cascader.core.plan import Plan
-from cascader.core.stripe_config import StripeConfig, count_stripes
+from cascader.core.plan_context import PlanContext
+from cascader.core.single_plans import SinglePlans, generate_single_plans
+from cascader.core.stripe_config import StripeConfig
 from cascader.core.stripe_generation import generate_output_stripe_configs
-from cascader.core.tensor import Tensor
-from cascader.core.tensor_config import TensorConfig, TensorConfigState, TensorConfigTable
+from cascader.core.tensor_config import TensorConfig, TensorConfigState
 
 BOUNDARY = TensorConfigState.BOUNDARY
 INTERIOR = TensorConfigState.INTERIOR
@@ -28,475 +23,25 @@ RECOMPUTE = BufferMode.RECOMPUTE
 ROLLING = BufferMode.ROLLING
 
 
-def _per_cycle(nbytes: int, bandwidth: float) -> int | float:
-    """Bytes over a bandwidth the way the original divided: whole-number bandwidths divide as
-    integers (truncating), fractional ones as reals."""
-    if float(bandwidth).is_integer():
-        return nbytes // int(bandwidth)
-    return nbytes / bandwidth
-
-
-def transfer_efficiency(
-    tensor: Tensor, block_shape: tuple[int, ...], region: MemoryRegion
-) -> float:
-    """Cycle multiplier for moving blocks of `block_shape`: a transfer shorter than the
-    region's burst still costs a whole burst. The contiguous run is the innermost block axis,
-    times the next one when the block spans the tensor's innermost axis."""
-    burst = block_shape[-1]
-    if block_shape[-1] == tensor.shape[-1]:
-        burst *= block_shape[-2] if len(block_shape) > 1 else 1
-    burst *= tensor.dtype_bytes
-    return f32(region.burst_length / min(burst, region.burst_length))
-
-
-# Vela's IFM blocks are a whole number of IFM micro-blocks deep (8 on every Ethos-U55/U65).
-IFM_DEPTH_GRANULE = 8
-
-
-def vela_efficiency(
-    tensor: Tensor, block_shape: tuple[int, ...], region: MemoryRegion, is_read: bool
-) -> float:
-    """Vela's burst-efficiency multiplier (npu_performance._estimate_memory_transfer_efficiency,
-    one NPU core) for a feature map moved in blocks of `block_shape`: NHWC reads burst one
-    block depth (a whole block row only for depth-1 blocks), writes at most 16 elements;
-    NHCWB16 (5-D tensors) moves 16-deep bricks one block row at a time."""
-    element = tensor.dtype_bytes
-    if len(tensor.shape) == 5:
-        width = block_shape[3] if len(block_shape) == 5 else block_shape[2]
-        burst = 16 * element * width
-    else:
-        depth, width = block_shape[-1], block_shape[-2] if len(block_shape) > 1 else 1
-        if is_read:  # the block configs clip the IFM block to the tensor; Vela does not
-            depth = -(-depth // IFM_DEPTH_GRANULE) * IFM_DEPTH_GRANULE
-        if depth == element and (is_read or depth <= 16):
-            burst = element * depth * width
-        elif is_read:
-            burst = element * depth
-        else:
-            burst = min(64, 16 * element, depth * element)
-    return region.burst_length / min(region.burst_length, max(burst, 1))
-
-
-def copy_cycles_hint(config: TensorConfig, regions: dict[str, MemoryRegion]) -> tuple[int, int]:
-    """(total, first block) cycles to copy a tensor stripe by stripe from its home region to
-    its copy region, each stripe fetching only what the previous one did not (sliding)."""
-    tensor = config.tensor
-    home, copy = regions[config.home_region], regions[config.copy_region]
-    total = initial = 0
-    for stripe_config in config.stripe_configs:
-        first = True
-        for shape, count in count_stripes(stripe_config, sliding=True):
-            elements = 1
-            for v in shape:
-                elements *= v
-            moved = int(
-                f32(f32(f32(elements * tensor.dtype_bytes) * tensor.compression_ratio) * count)
-            )
-            read = int(moved * home.read_bandwidth + home.read_latency)
-            write = int(moved * copy.write_bandwidth)
-            if first:
-                initial += max(read, write)
-                first = False
-            total += max(read, write)
-    return total, initial
-
-
-@dataclass
-class PlanContext:
-    """Everything plan generation shares across parts: regions, homes, options, the interned
-    tensor configs and the per-config caches."""
-
-    graph: CascaderGraph
-    regions: dict[str, MemoryRegion]
-    home_map: dict[int, list[str]]
-    options: CascaderOptions
-    table: TensorConfigTable = field(default_factory=TensorConfigTable)
-    _inputs: dict = field(default_factory=dict)
-    _outputs: dict = field(default_factory=dict)
-    _copy: dict = field(default_factory=dict)
-    _efficiency: dict = field(default_factory=dict)
-    _vela_copy: dict = field(default_factory=dict)
-    _vela_costs: dict = field(default_factory=dict)
-    _region_matrices: dict = field(default_factory=dict)
-    _per_byte: dict = field(default_factory=dict)
-
-    @property
-    def cascade(self) -> str:
-        return self.options.cascade_region
-
-    def input_configs(self, config: StripeConfig, tensor: Tensor) -> list[TensorConfig]:
-        """Ways an input can be provided: BOUNDARY in each home region (read in place if homed
-        in the cascade region or too big to copy; copied to the cascade region otherwise) and,
-        for non-constants, INTERIOR in the cascade region, recomputed or rolling."""
-        key = (config, tensor.id)
-        found = self._inputs.get(key)
-        if found is not None:
-            return found
-        cascade, get, stripes = self.cascade, self.table.get, (config,)
-        configs = []
-        for home in self.home_map[tensor.id]:
-            if home == cascade or tensor.size > self.options.always_copy_size:
-                configs.append(get(tensor, home, BOUNDARY, RECOMPUTE, stripes, False, home))
-            if home != cascade:
-                configs.append(get(tensor, home, BOUNDARY, ROLLING, stripes, True, cascade))
-        if not tensor.is_constant:
-            configs.append(get(tensor, cascade, INTERIOR, RECOMPUTE, stripes, False, cascade))
-            configs.append(get(tensor, cascade, INTERIOR, ROLLING, stripes, False, cascade))
-        self._inputs[key] = configs
-        return configs
-
-    def output_configs(self, config: StripeConfig, tensor: Tensor) -> list[TensorConfig]:
-        """BOUNDARY in each home region when stripes do not overlap, plus INTERIOR recomputed
-        or rolling in the cascade region."""
-        key = (config, tensor.id)
-        found = self._outputs.get(key)
-        if found is not None:
-            return found
-        cascade, get, stripes = self.cascade, self.table.get, (config,)
-        configs = []
-        if config.non_overlapping:
-            for home in self.home_map[tensor.id]:
-                configs.append(get(tensor, home, BOUNDARY, RECOMPUTE, stripes, False, home))
-        configs.append(get(tensor, cascade, INTERIOR, RECOMPUTE, stripes, False, cascade))
-        configs.append(get(tensor, cascade, INTERIOR, ROLLING, stripes, False, cascade))
-        self._outputs[key] = configs
-        return configs
-
-    def copy_cycles(self, config: TensorConfig) -> tuple[int, int]:
-        found = self._copy.get(config.id)
-        if found is None:
-            found = copy_cycles_hint(config, self.regions)
-            self._copy[config.id] = found
-        return found
-
-    def vela_copy(self, config: TensorConfig) -> float:
-        """DMA cycles of copying a tensor into its copy region, stripe by stripe as far as
-        the previous stripe does not already hold it: Vela's mem2mem time, the slower of
-        reading the home region and writing the copy region. Vela counts the copied bytes,
-        but not in the regions' access cycles."""
-        found = self._vela_copy.get(config.id)
-        if found is None:
-            home, copy = self.regions[config.home_region], self.regions[config.copy_region]
-            moved = sum(
-                math.prod(shape) * count
-                for stripe_config in config.stripe_configs
-                for shape, count in count_stripes(stripe_config, sliding=True)
-            )
-            moved *= config.tensor.dtype_bytes * config.tensor.compression_ratio
-            found = max(moved / home.read_bandwidth, moved / copy.write_bandwidth)
-            self._vela_copy[config.id] = found
-        return found
-
-    def vela_cost(
-        self, part: Part, config: StripeConfig, mode: BufferMode, areas: tuple[str, ...]
-    ) -> tuple[float, tuple[float, ...]]:
-        """(compute cycles, access cycles per region in `regions` order) of `part` producing
-        `config` with its inputs read from and its output written to the regions `areas`
-        (inputs, then output), under the block config Vela's model runs fastest there: the
-        smallest max(compute, each region's access cycles), first on ties."""
-        key = (part.id, config, mode, areas)
-        found = self._vela_costs.get(key)
-        if found is not None:
-            return found
-        costs = part.block_costs(config, mode)
-        factors = np.stack(
-            [self._cycles_per_byte(part, costs, slot, area) for slot, area in enumerate(areas)],
-            axis=1,
-        )
-        access = (costs.moved_bytes * factors) @ self._region_matrix(areas)
-        total = np.maximum(costs.compute_cycles, access.max(axis=1))
-        best = int(np.argmin(total))
-        found = (float(costs.compute_cycles[best]), tuple(access[best].tolist()))
-        self._vela_costs[key] = found
-        return found
-
-    def _region_matrix(self, areas: tuple[str, ...]) -> np.ndarray:
-        """(slots, regions) 0/1 matrix sending each slot's access cycles to its region."""
-        found = self._region_matrices.get(areas)
-        if found is None:
-            names = list(self.regions)
-            found = np.zeros((len(areas), len(names)))
-            for slot, area in enumerate(areas):
-                found[slot, names.index(area)] = 1.0
-            self._region_matrices[areas] = found
-        return found
-
-    def _cycles_per_byte(self, part: Part, costs: BlockCosts, slot: int, area: str) -> np.ndarray:
-        """Access cycles per byte of input `slot` (the output for slot = number of inputs)
-        of `part` moved in region `area`, per block config: Vela's burst efficiency over the
-        region's bandwidth (constants move at full bandwidth)."""
-        key = (part.id, slot, area)
-        found = self._per_byte.get(key)
-        if found is None:
-            is_read = slot < len(part.inputs)
-            tensor = part.inputs[slot] if is_read else part.output
-            region = self.regions[area]
-            bandwidth = region.read_bandwidth if is_read else region.write_bandwidth
-            found = (
-                np.array(
-                    [
-                        1.0
-                        if tensor.is_constant
-                        else vela_efficiency(tensor, shapes[0 if is_read else 1], region, is_read)
-                        for shapes in costs.block_shapes
-                    ]
-                )
-                / bandwidth
-            )
-            self._per_byte[key] = found
-        return found
-
-    def efficiency(self, tensor: Tensor, block_shape: tuple[int, ...], region: str) -> float:
-        key = (tensor.id, block_shape, region)
-        found = self._efficiency.get(key)
-        if found is None:
-            found = transfer_efficiency(tensor, block_shape, self.regions[region])
-            self._efficiency[key] = found
-        return found
-
-
-# Whole-number cycle terms below this add exactly in single precision (a few of them stay
-# below 2**24), so they can be summed as integers.
-_SMALL = float(1 << 22)
-
-
-def _accumulate(terms: list[float]) -> int:
-    """`int total = 0; total += term...` with single-precision adds, as the original summed
-    bandwidth cycles."""
-    total = 0
-    for term in terms:
-        total = int(f32(f32(total) + term))
-    return total
-
-
-def _combinations(options: list[list[TensorConfig]]) -> list[tuple[TensorConfig, ...]]:
-    """Every choice of one config per input; the first input varies fastest (original order)."""
-    if not options:
-        return []
-    return [tuple(reversed(c)) for c in itertools.product(*reversed(options))]
-
-
-def generate_single_plans(
-    part: Part,
-    output_stripe_configs: list[StripeConfig],
-    ctx: PlanContext,
-    joinable: Callable[[TensorConfig], bool] | None = None,
-) -> list[Plan]:
-    """One plan per (output stripe config, input config choice, output config) for `part`.
-    With `joinable`, plans with an INTERIOR output config it rejects are not built (they
-    could never merge into a consumer plan, so graph plan generation would drop them)."""
-    if ctx.options.cost_model == "vela":
-        return _vela_single_plans(part, output_stripe_configs, ctx, joinable)
-    plans: list[Plan] = []
-    group = 1 << part.id
-    cascade = ctx.cascade
-    regions = ctx.regions
-    for output_stripe_config, input_stripe_configs, outputs, wanted in _stripe_choices(
-        part, output_stripe_configs, ctx, joinable
-    ):
-        rolling = part.performance_info(output_stripe_config, ROLLING)
-        recompute = part.performance_info(output_stripe_config, RECOMPUTE)
-        # Per input option: (config, memory, copy cycles, first-copy cycles, read cycles for
-        # a ROLLING output, read cycles for a RECOMPUTE output).
-        options = []
-        for i, (sc, tensor) in enumerate(zip(input_stripe_configs, part.inputs, strict=True)):
-            choices = []
-            for config in ctx.input_configs(sc, tensor):
-                copy_total, copy_initial = ctx.copy_cycles(config) if config.copy_tensor else (0, 0)
-                memory = _input_memory(config, cascade)
-                bandwidth = regions[config.copy_region].read_bandwidth
-                terms = [
-                    f32(
-                        f32(_per_cycle(info.read_bytes[i], bandwidth))
-                        * ctx.efficiency(tensor, info.block_input_shape, config.copy_region)
-                    )
-                    for info in (rolling, recompute)
-                ]
-                choices.append((config, memory, copy_total, copy_initial, *terms))
-            options.append(choices)
-        output_terms = []
-        for out in outputs:
-            info = rolling if out.buffer_mode == ROLLING else recompute
-            efficiency = ctx.efficiency(out.tensor, info.block_output_shape, out.copy_region)
-            write = f32(
-                f32(_per_cycle(info.write_bytes, regions[out.copy_region].write_bandwidth))
-                * efficiency
-            )
-            memory = out.tensor.size if out.home_region == cascade and out.state == BOUNDARY else 0
-            output_terms.append((out, info.compute_cycles, write, memory))
-        exact = all(
-            0 <= t < _SMALL and t == int(t)
-            for t in [w for _, _, w, _ in output_terms]
-            + [t for choices in options for c in choices for t in c[4:]]
-        )
-        for combo in _combinations(options):
-            inputs = tuple(c[0] for c in combo)
-            open_inputs = tuple(c for c in inputs if c.state == INTERIOR)
-            input_memory = copy_total = copy_initial = read_rolling = read_recompute = 0
-            for _, memory, total, initial, for_rolling, for_recompute in combo:
-                input_memory += memory
-                copy_total += total
-                copy_initial += initial
-                read_rolling += for_rolling
-                read_recompute += for_recompute
-            if exact:
-                read_rolling = int(read_rolling)
-                read_recompute = int(read_recompute)
-            else:
-                read_rolling = _accumulate([c[4] for c in combo])
-                read_recompute = _accumulate([c[5] for c in combo])
-            tensor_configs = inputs
-            for (out, compute_cycles, write, out_memory), keep in zip(
-                output_terms, wanted, strict=True
-            ):
-                # The original appended every output config tried so far, not just this one.
-                tensor_configs = (*tensor_configs, out)
-                if not keep:
-                    continue
-                read = read_rolling if out.buffer_mode == ROLLING else read_recompute
-                bandwidth = read + int(write) if exact else _accumulate([read, write])
-                cycles = max(compute_cycles, bandwidth, copy_total)
-                if cycles > copy_total:
-                    cycles += copy_initial
-                open_configs = (*open_inputs, out) if out.state == INTERIOR else open_inputs
-                plans.append(
-                    Plan(
-                        tensor_configs,
-                        open_configs,
-                        out,
-                        group,
-                        cascade,
-                        input_memory + out_memory,
-                        cycles,
-                    )
-                )
-    return plans
-
-
-def _stripe_choices(
-    part: Part,
-    output_stripe_configs: list[StripeConfig],
-    ctx: PlanContext,
-    joinable: Callable[[TensorConfig], bool] | None,
-) -> Iterator[tuple[StripeConfig, tuple[StripeConfig, ...], list[TensorConfig], list[bool]]]:
-    """Per output stripe config of `part` worth planning: its input stripe configs, its
-    output configs and which of them to build plans for (see `generate_single_plans`)."""
-    part.prepare_costs(output_stripe_configs)
-    for output_stripe_config in output_stripe_configs:
-        outputs = ctx.output_configs(output_stripe_config, part.output)
-        wanted = [out.state == BOUNDARY or joinable is None or joinable(out) for out in outputs]
-        if any(wanted):
-            inputs = part.input_stripe_configs(output_stripe_config)
-            yield output_stripe_config, inputs, outputs, wanted
-
-
-def _input_memory(config: TensorConfig, cascade: str) -> int:
-    """Cascade-region bytes an input config holds: the whole tensor when it is homed there,
-    its buffer when it is striped or copied into it, nothing otherwise."""
-    if config.home_region == cascade and config.state == BOUNDARY:
-        return config.tensor.size
-    if config.home_region == cascade or config.copy_region == cascade:
-        return config.buffer_size
-    return 0
-
-
-def _vela_single_plans(
-    part: Part,
-    output_stripe_configs: list[StripeConfig],
-    ctx: PlanContext,
-    joinable: Callable[[TensorConfig], bool] | None,
-) -> list[Plan]:
-    """`generate_single_plans` under the "vela" cost model: a plan costs what Vela's
-    performance model charges the op (npu_performance): the largest of its compute cycles,
-    its DMA copies into the cascade region (Vela prefetches them under the previous op or
-    double-buffers them, so they overlap compute rather than add to it) and each memory
-    region's access cycles (the bytes the NPU reads and writes there, feature maps scaled by
-    Vela's burst efficiency, over the region's bandwidth)."""
-    plans: list[Plan] = []
-    group = 1 << part.id
-    cascade = ctx.cascade
-    for output_stripe_config, input_stripe_configs, outputs, wanted in _stripe_choices(
-        part, output_stripe_configs, ctx, joinable
-    ):
-        options = [
-            [
-                (
-                    config,
-                    _input_memory(config, cascade),
-                    ctx.vela_copy(config) if config.copy_tensor else 0.0,
-                )
-                for config in ctx.input_configs(sc, tensor)
-            ]
-            for sc, tensor in zip(input_stripe_configs, part.inputs, strict=True)
-        ]
-        for combo in _combinations(options):
-            inputs = tuple(c[0] for c in combo)
-            open_inputs = tuple(c for c in inputs if c.state == INTERIOR)
-            input_memory = sum(c[1] for c in combo)
-            dma = sum(c[2] for c in combo)
-            areas = tuple(c.copy_region for c in inputs)
-            tensor_configs = inputs
-            for out, keep in zip(outputs, wanted, strict=True):
-                tensor_configs = (*tensor_configs, out)
-                if not keep:
-                    continue
-                compute, access = ctx.vela_cost(
-                    part, output_stripe_config, out.buffer_mode, (*areas, out.copy_region)
-                )
-                cycles = int(max(compute, dma, *access))
-                boundary = out.home_region == cascade and out.state == BOUNDARY
-                memory = out.tensor.size if boundary else 0
-                open_configs = (*open_inputs, out) if out.state == INTERIOR else open_inputs
-                plans.append(
-                    Plan(
-                        tensor_configs,
-                        open_configs,
-                        out,
-                        group,
-                        cascade,
-                        input_memory + memory,
-                        cycles,
-                    )
-                )
-    return plans
-
-
 def _never(config: TensorConfig) -> bool:
     return False
-
-
-def _cull_closed(entries: list[tuple], options: CascaderOptions) -> list[tuple]:
-    """Closed plan candidates culled per home of their output tensor. A tensor that may
-    live in two regions (U65: the SRAM and the DRAM arena) needs plans writing it to each:
-    its consumers' plans read it from one home, and a proposal only joins plans that agree,
-    so one Pareto front across both homes could keep only plans no consumer can join. With
-    one home per tensor (the original's setting) this is the original's single cull."""
-    by_home: dict[str, list[tuple]] = {}
-    for entry in entries:
-        plan, join = entry[2], entry[3]
-        output = (plan if join is None else join).output_config
-        by_home.setdefault(output.home_region, []).append(entry)
-    return [
-        kept
-        for group in by_home.values()
-        for kept in cull_plans(group, options.max_closed_plans, options.disable_pareto_plans)
-    ]
 
 
 def generate_graph_plans(ctx: PlanContext) -> dict[int, list[Plan]]:
     """Closed plans per part group (bitmask), Pareto culled. Parts are visited in reverse
     topological order; each part's single plans either stand alone (BOUNDARY output) or merge
     into the open plans waiting for its output tensor (INTERIOR output). Candidates are
-    culled per (part group, open configs) before any merged Plan object is built."""
+    culled per (part group, open configs) before any merged Plan object is built, and open
+    plans are only built when a closed plan is made of them."""
     options = ctx.options
     if options.stripe_factors <= 0:
         raise ValueError(f"stripe_factors = {options.stripe_factors}, but must be > 0")
     if options.max_plan_size <= 0:
         raise ValueError(f"max_plan_size = {options.max_plan_size}, but must be > 0")
-    cascade = ctx.cascade
-    region_size = ctx.regions[cascade].size
     connecting: dict[int, dict[StripeConfig, None]] = {}
-    plans_by_config: dict[TensorConfig, list[Plan]] = {}
+    # Per INTERIOR config: the kept open plans reading it, bucket by bucket. Plans in buckets
+    # have BOUNDARY outputs, so none of them is waiting for its own output.
+    waiting: dict[TensorConfig, list[_Kept]] = {}
     closed_plans: dict[int, list[Plan]] = {}
     for part in ctx.graph.parts:
         stripe_configs = generate_output_stripe_configs(
@@ -507,77 +52,255 @@ def generate_graph_plans(ctx: PlanContext) -> dict[int, list[Plan]]:
         )
         stripe_configs.extend(connecting.get(part.output.id, ()))
         single_consumer = len(part.output.consumers) == 1
-        tensor_id = part.output.id
-        # (part group -> open configs -> candidates (memory, cycles, plan, consumer or None))
-        buckets: dict[int, dict[tuple[TensorConfig, ...], list[tuple]]] = {}
-        join_data: dict[TensorConfig, list[tuple]] = {}
-        # The same candidate lists keyed by (part group, open configs): one lookup per merge.
-        flat: dict[tuple[int, tuple[TensorConfig, ...]], list[tuple]] = {}
-
-        joinable = plans_by_config.__contains__ if single_consumer else _never
-        for plan in generate_single_plans(part, stripe_configs, ctx, joinable):
-            output = plan.output_config
-            if output.state != INTERIOR:
-                entry = (plan.memory_usage, plan.cycles, plan, None)
-                buckets.setdefault(plan.part_group, {}).setdefault(plan.open_configs, []).append(
-                    entry
-                )
+        joinable = waiting.__contains__ if single_consumer else _never
+        singles = generate_single_plans(part, stripe_configs, ctx, joinable)
+        for kept in _culled_buckets(part, singles, waiting if single_consumer else {}, ctx):
+            if not kept.open_configs:
+                closed_plans[kept.group] = kept.plans()
                 continue
-            if not single_consumer:
+            if not len(kept):
                 continue
-            joins = join_data.get(output)
-            if joins is None:
-                joins = [
-                    (j.memory_usage, j.cycles, j.part_group, j.open_configs_without(tensor_id), j)
-                    for j in plans_by_config.get(output, ())
-                    if j.part_group.bit_count() < options.max_plan_size
-                ]
-                join_data[output] = joins
-            limit = region_size - plan.memory_usage
-            memory, cycles, group, mine = (
-                plan.memory_usage,
-                plan.cycles,
-                plan.part_group,
-                plan.open_configs[:-1],
-            )
-            for join_memory, join_cycles, join_group, rest, join in joins:
-                if join_memory < limit:
-                    key = (group | join_group, mine + rest)
-                    entries = flat.get(key)
-                    if entries is None:
-                        entries = flat[key] = []
-                        buckets.setdefault(key[0], {})[key[1]] = entries
-                    entries.append((memory + join_memory, cycles + join_cycles, plan, join))
-        for group, by_open in buckets.items():
-            for open_configs, entries in by_open.items():
-                if open_configs:
-                    kept = cull_plans(entries, options.max_open_plans, options.disable_pareto_plans)
-                else:
-                    kept = _cull_closed(entries, options)
-                plans = [
-                    plan
-                    if join is None
-                    else Plan(
-                        None,
-                        open_configs,
-                        join.output_config,
-                        group,
-                        cascade,
-                        memory,
-                        cycles,
-                        (plan, join),
-                    )
-                    for memory, cycles, plan, join in kept
-                ]
-                if not open_configs:
-                    closed_plans[group] = plans
-                    continue
-                for plan in plans:
-                    for config in open_configs:
-                        if config is plan.output_config:
-                            continue
-                        for stripe_config in config.stripe_configs:
-                            if stripe_config.stripe_count > 1:
-                                connecting.setdefault(config.tensor.id, {})[stripe_config] = None
-                        plans_by_config.setdefault(config, []).append(plan)
+            for config in kept.open_configs:
+                for stripe_config in config.stripe_configs:
+                    if stripe_config.stripe_count > 1:
+                        connecting.setdefault(config.tensor.id, {})[stripe_config] = None
+                waiting.setdefault(config, []).append(kept)
     return closed_plans
+
+
+class _KeptTable:
+    """A part's kept plans, bucket after bucket: costs and output configs up front, the Plan
+    objects built on first use (most open plans never end up in a closed one). Entry i is
+    single plan `single[i]` alone, or merged with entry `index[i]` of table `owners[i]`,
+    into a plan of bucket `bucket[i]` ((part group, open configs) in `buckets`)."""
+
+    __slots__ = (
+        "_cascade",
+        "_plans",
+        "_singles",
+        "bucket",
+        "buckets",
+        "cycles",
+        "index",
+        "memory",
+        "outputs",
+        "owners",
+        "single",
+    )
+
+    def __init__(
+        self,
+        singles: SinglePlans,
+        buckets: list[tuple[int, tuple[TensorConfig, ...]]],
+        bucket: list[int],
+        single: list[int],
+        owners: list[_KeptTable | None],
+        index: list[int],
+        memory: list[int],
+        cycles: list[int],
+        outputs: list[TensorConfig],
+        cascade: str,
+    ) -> None:
+        self.buckets = buckets
+        self.bucket = bucket
+        self.single = single
+        self.owners = owners
+        self.index = index
+        self.memory = memory
+        self.cycles = cycles
+        self.outputs = outputs
+        self._singles = singles
+        self._cascade = cascade
+        self._plans: list[Plan | None] = [None] * len(memory)
+
+    def plan(self, i: int) -> Plan:
+        found = self._plans[i]
+        if found is None:
+            single = self._singles.plan(self.single[i])
+            owner = self.owners[i]
+            if owner is None:
+                found = single
+            else:
+                join = owner.plan(self.index[i])
+                group, open_configs = self.buckets[self.bucket[i]]
+                found = Plan(
+                    None,
+                    open_configs,
+                    join.output_config,
+                    group,
+                    self._cascade,
+                    self.memory[i],
+                    self.cycles[i],
+                    (single, join),
+                )
+            self._plans[i] = found
+        return found
+
+
+class _Kept:
+    """One bucket's kept plans: entries `start` to `stop` of a part's table."""
+
+    __slots__ = ("group", "open_configs", "start", "stop", "table")
+
+    def __init__(
+        self,
+        table: _KeptTable,
+        start: int,
+        stop: int,
+        group: int,
+        open_configs: tuple[TensorConfig, ...],
+    ) -> None:
+        self.table = table
+        self.start = start
+        self.stop = stop
+        self.group = group
+        self.open_configs = open_configs
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def rest(self, tensor_id: int) -> tuple[TensorConfig, ...]:
+        """Open configs of tensors other than `tensor_id`."""
+        return tuple(c for c in self.open_configs if c.tensor.id != tensor_id)
+
+    def plans(self) -> list[Plan]:
+        return [self.table.plan(i) for i in range(self.start, self.stop)]
+
+
+class _Joins:
+    """The open plans each INTERIOR output config of a part can merge into, flattened into
+    lists: entry 0 is the "null join" a plan with a BOUNDARY output stands alone with; each
+    output config's waiting plans (those too big to grow dropped) are a run of entries."""
+
+    def __init__(self, tensor_id: int, max_plan_size: int) -> None:
+        self.tensor_id = tensor_id
+        self.max_plan_size = max_plan_size
+        self.owners: list[_KeptTable | None] = [None]
+        self.index = [0]
+        self.memory = [0]
+        self.cycles = [0]
+        self.outputs: list[TensorConfig | None] = [None]
+        self.runs: dict[TensorConfig, tuple[int, int]] = {}
+        self.keys: dict[tuple[int, tuple[TensorConfig, ...]], int] = {(0, ()): 0}
+        self.key = [0]
+
+    def run(self, output: TensorConfig, waiting: dict[TensorConfig, list[_Kept]]) -> tuple:
+        """(start, length) of the entries merging with a plan whose output is `output`."""
+        found = self.runs.get(output)
+        if found is None:
+            start = len(self.owners)
+            for kept in waiting.get(output, ()):
+                if kept.group.bit_count() < self.max_plan_size:
+                    table, first, last = kept.table, kept.start, kept.stop
+                    count = last - first
+                    rest = kept.rest(self.tensor_id)
+                    self.key += [self.keys.setdefault((kept.group, rest), len(self.keys))] * count
+                    self.owners += [table] * count
+                    self.index += range(first, last)
+                    self.memory += table.memory[first:last]
+                    self.cycles += table.cycles[first:last]
+                    self.outputs += table.outputs[first:last]
+            found = self.runs[output] = (start, len(self.owners) - start)
+        return found
+
+
+def _culled_buckets(
+    part: Part, singles: SinglePlans, waiting: dict[TensorConfig, list[_Kept]], ctx: PlanContext
+) -> Iterator[_Kept]:
+    """The part's kept plans per bucket (part group, open configs), buckets in the order
+    the original first filled them. Candidates (a single plan, alone or merged with an open
+    plan waiting for its output config, when the pair fits the cascade region) are arrays
+    in the original's order, which breaks exact ties. A closed bucket is culled per home of
+    its plans' output tensor: a tensor that may live in two regions (U65: the SRAM and the
+    DRAM arena) needs plans writing it to each, since its consumers' plans read it from one
+    home and a proposal only joins plans that agree (one home per tensor, the original's
+    setting, is the original's single cull)."""
+    if not len(singles):
+        return
+    options = ctx.options
+    joins = _Joins(part.output.id, options.max_plan_size)
+    runs = [
+        (0, 1) if output.state != INTERIOR else joins.run(output, waiting)
+        for output in singles.outputs
+    ]
+    runs_by_plan = np.array(runs, dtype=np.int64).reshape(-1, 2)[singles.output]
+    start, length = runs_by_plan[:, 0], runs_by_plan[:, 1]
+    total = int(length.sum())
+    single = np.repeat(np.arange(len(singles)), length)
+    join = np.arange(total) + np.repeat(start - (np.cumsum(length) - length), length)
+    memory = singles.memory[single] + np.array(joins.memory, dtype=np.int64)[join]
+    cycles = singles.cycles[single] + np.array(joins.cycles, dtype=np.int64)[join]
+    fits = (memory < ctx.regions[ctx.cascade].size) | (join == 0)
+    single, join, memory, cycles = single[fits], join[fits], memory[fits], cycles[fits]
+    key_count = len(joins.keys)
+    pair = singles.open_input[single] * key_count + np.array(joins.key, dtype=np.int64)[join]
+    n = len(pair)
+    first = np.full(len(singles.open_inputs) * key_count, n)
+    np.minimum.at(first, pair, np.arange(n))
+    pairs = np.flatnonzero(first < n)
+    pairs = pairs[np.argsort(first[pairs])]
+    # Buckets numbered in order of their first candidate; (open inputs, rest) pairs map
+    # to them.
+    group = 1 << part.id
+    join_keys = list(joins.keys)
+    numbers: dict[tuple[int, tuple[TensorConfig, ...]], int] = {}
+    bucket_of = np.zeros(len(first), dtype=np.int64)
+    for code in pairs.tolist():
+        join_group, rest = join_keys[code % key_count]
+        key = (group | join_group, singles.open_inputs[code // key_count] + rest)
+        bucket_of[code] = numbers.setdefault(key, len(numbers))
+    buckets = list(numbers)
+    bucket = bucket_of[pair]
+    # Cull groups: a bucket, or a closed bucket's candidates with one output home.
+    homes: dict[str, int] = {}
+    single_home = [homes.setdefault(o.home_region, len(homes)) for o in singles.outputs]
+    join_home = [-1] + [homes.setdefault(o.home_region, len(homes)) for o in joins.outputs[1:]]
+    output_home = np.where(
+        join == 0,
+        np.array(single_home, dtype=np.int64)[singles.output[single]],
+        np.array(join_home, dtype=np.int64)[join],
+    )
+    home_count = len(homes)
+    closed = np.array([not configs for _, configs in buckets], dtype=bool)
+    cull = bucket * home_count + np.where(closed[bucket], output_home, 0)
+    limits = np.where(
+        np.repeat(closed, home_count), options.max_closed_plans, options.max_open_plans
+    )
+    kept = cull_groups(cull, memory, cycles, limits, options.disable_pareto_plans)
+    # The kept plans bucket after bucket, in the order the original visited buckets (its
+    # first part group first; a closed bucket's homes in the order it first met them).
+    first_of_cull = np.full(len(limits), n)
+    in_closed = np.flatnonzero(closed[bucket])
+    np.minimum.at(first_of_cull, cull[in_closed], in_closed)
+    by_group: dict[int, list[int]] = {}
+    for number, (key_group, _) in enumerate(buckets):
+        by_group.setdefault(key_group, []).append(number)
+    visits = [number for numbers_in_group in by_group.values() for number in numbers_in_group]
+    rank = np.empty(len(buckets), dtype=np.int64)
+    rank[visits] = np.arange(len(buckets))
+    kept_cull = cull[kept]
+    kept = kept[np.lexsort((first_of_cull[kept_cull], rank[bucket[kept]]))]
+    stops = np.cumsum(np.bincount(rank[bucket[kept]], minlength=len(buckets))).tolist()
+    kept_single, kept_join = single[kept].tolist(), join[kept].tolist()
+    output_of = singles.output.tolist()
+    owners, index = joins.owners, joins.index
+    table = _KeptTable(
+        singles,
+        buckets,
+        bucket[kept].tolist(),
+        kept_single,
+        [owners[j] for j in kept_join],
+        [index[j] for j in kept_join],
+        memory[kept].tolist(),
+        cycles[kept].tolist(),
+        [
+            singles.outputs[output_of[i]] if j == 0 else joins.outputs[j]
+            for i, j in zip(kept_single, kept_join, strict=True)
+        ],
+        ctx.cascade,
+    )
+    begin = 0
+    for number, end in zip(visits, stops, strict=True):
+        key_group, open_configs = buckets[number]
+        yield _Kept(table, begin, end, key_group, open_configs)
+        begin = end

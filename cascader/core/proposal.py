@@ -9,11 +9,14 @@ from cascader.core.tensor_config import TensorConfig
 class Proposal:
     """Plans (in the order they were added) covering `part_group` (bitmask). `input_configs`
     maps tensor id -> the BOUNDARY config of each tensor homed in the cascade region that the
-    plans still need from outside; `input_size` is their summed tensor size."""
+    plans still need from outside; `input_size` is their summed tensor size. `elsewhere`
+    maps every other feature map the plans read or write to the region they home it in, so
+    a plan homing one of them differently cannot join (U65: the SRAM or the DRAM arena)."""
 
     __slots__ = (
         "cascade_region",
         "cycles",
+        "elsewhere",
         "input_configs",
         "input_size",
         "memory_usage",
@@ -29,6 +32,7 @@ class Proposal:
         cascade_region: str,
         memory_usage: int,
         cycles: int,
+        elsewhere: dict[int, str] | None = None,
     ) -> None:
         self.part_group = part_group
         self.plans = plans
@@ -37,6 +41,7 @@ class Proposal:
         self.cascade_region = cascade_region
         self.memory_usage = memory_usage
         self.cycles = cycles
+        self.elsewhere = elsewhere or {}
 
     def __repr__(self) -> str:
         return (

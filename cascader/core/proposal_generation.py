@@ -12,7 +12,7 @@ class _PlanUse:
     configs, which of them enter the proposal's inputs, and the tensors whose accounting it
     changes."""
 
-    __slots__ = ("boundary", "homes", "out_tensor", "overrides", "plan", "touched")
+    __slots__ = ("boundary", "elsewhere", "homes", "out_tensor", "overrides", "plan", "touched")
 
     def __init__(self, plan: Plan, cascade: str) -> None:
         boundary = plan.boundary_configs
@@ -24,36 +24,51 @@ class _PlanUse:
         # output configs tried before its own (the original's accumulation), which home the
         # same tensor elsewhere when it may live in two regions (U65: SRAM and the DRAM
         # arena) and would otherwise make the plan incompatible with every proposal.
-        self.homes = tuple({c.tensor.id: c.home_region for c in boundary}.items())
-        touched = {c.tensor.id: c.tensor.size for c in boundary}
-        touched[self.out_tensor] = plan.output_config.tensor.size
-        self.touched = tuple(touched.items())
+        homes = {c.tensor.id: c.home_region for c in boundary}
+        self.homes = tuple(homes.items())
+        self.elsewhere = {
+            c.tensor.id: homes[c.tensor.id]
+            for c in boundary
+            if homes[c.tensor.id] != cascade and not c.tensor.is_constant
+        }
+        sizes = {c.tensor.id: c.tensor.size for c in boundary}
+        sizes[self.out_tensor] = plan.output_config.tensor.size
+        # Per tensor the plan touches: (its home or None, its size, whether a proposal's
+        # input config of it is always the plan's to account for).
+        self.touched = {
+            tensor_id: (
+                homes.get(tensor_id),
+                size,
+                tensor_id in self.overrides or tensor_id == self.out_tensor,
+            )
+            for tensor_id, size in sizes.items()
+        }
 
-    def compatible(self, proposal: Proposal) -> bool:
-        """Disjoint parts, and no tensor homed differently by the plan and the proposal."""
+    def memory_with(self, proposal: Proposal) -> int | None:
+        """Peak memory after adding the plan, None if it cannot be added (shared parts, or
+        a tensor homed differently by the plan and the proposal, in the cascade region or
+        elsewhere): the plan's own memory
+        plus every tensor the proposal still holds that the plan does not account for
+        itself, or the proposal's earlier peak if higher. Walks the proposal's few input
+        configs rather than the plan's many tensors."""
         if self.plan.part_group & proposal.part_group:
-            return False
-        configs = proposal.input_configs
-        for tensor_id, home in self.homes:
-            config = configs.get(tensor_id)
-            if config is not None and config.home_region != home:
-                return False
-        return True
-
-    def memory_with(self, proposal: Proposal) -> int:
-        """Peak memory after adding the plan: the plan's own memory plus every tensor the
-        proposal still holds that the plan does not account for itself, or the proposal's
-        earlier peak if higher."""
+            return None
+        elsewhere = proposal.elsewhere
+        if elsewhere:
+            for tensor_id, home in self.homes:
+                found = elsewhere.get(tensor_id)
+                if found is not None and found != home:
+                    return None
         extra = proposal.input_size
-        configs = proposal.input_configs
-        for tensor_id, size in self.touched:
-            config = configs.get(tensor_id)
-            if config is not None and (
-                tensor_id in self.overrides
-                or tensor_id == self.out_tensor
-                or config in self.boundary
-            ):
-                extra -= size
+        touched = self.touched
+        for tensor_id, config in proposal.input_configs.items():
+            found = touched.get(tensor_id)
+            if found is not None:
+                home, size, accounted = found
+                if home is not None and config.home_region != home:
+                    return None
+                if accounted or config in self.boundary:
+                    extra -= size
         return max(self.plan.memory_usage + extra, proposal.memory_usage)
 
     def add_to(self, proposal: Proposal, memory: int) -> Proposal:
@@ -67,6 +82,7 @@ class _PlanUse:
             proposal.cascade_region,
             memory,
             proposal.cycles + self.plan.cycles,
+            {**proposal.elsewhere, **self.elsewhere} if self.elsewhere else proposal.elsewhere,
         )
 
 
@@ -114,9 +130,10 @@ def generate_proposals(
         for use in uses.get(group.bit_length() - 1, ()):
             plan = use.plan
             for residual in partial(group & ~plan.part_group):
-                if use.compatible(residual):
+                peak = use.memory_with(residual)
+                if peak is not None:
                     candidates.append((use, residual))
-                    memory.append(use.memory_with(residual))
+                    memory.append(peak)
                     cycles.append(residual.cycles + plan.cycles)
         kept = pareto_cull(
             list(range(len(candidates))), memory, cycles, max_proposals, disable_pareto

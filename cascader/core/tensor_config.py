@@ -46,6 +46,7 @@ class TensorConfig:
         copy_tensor: bool,
         copy_region: str,
         id: int = -1,
+        buffer_size: int | None = None,
     ) -> None:
         self.tensor = tensor
         self.home_region = home_region
@@ -55,7 +56,7 @@ class TensorConfig:
         self.copy_tensor = copy_tensor
         self.copy_region = copy_region
         self.id = id
-        self.buffer_size = self._buffer_size()
+        self.buffer_size = self._buffer_size() if buffer_size is None else buffer_size
 
     def __repr__(self) -> str:
         return (
@@ -107,6 +108,9 @@ class TensorConfigTable:
 
     def __init__(self) -> None:
         self._by_key: dict[tuple, TensorConfig] = {}
+        # Buffer sizes per (tensor, buffer mode, stripe configs): the configs of one tensor
+        # striped one way differ mostly in home and state, which the size ignores.
+        self._sizes: dict[tuple, int] = {}
 
     def __len__(self) -> int:
         return len(self._by_key)
@@ -132,6 +136,7 @@ class TensorConfigTable:
         )
         config = self._by_key.get(key)
         if config is None:
+            sized = (key[0], key[3], stripe_configs)
             config = TensorConfig(
                 tensor,
                 home_region,
@@ -141,6 +146,8 @@ class TensorConfigTable:
                 copy_tensor,
                 copy_region,
                 id=len(self._by_key),
+                buffer_size=self._sizes.get(sized),
             )
+            self._sizes[sized] = config.buffer_size
             self._by_key[key] = config
         return config

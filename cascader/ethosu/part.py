@@ -7,6 +7,7 @@ pure arithmetic. The single-precision truncations follow the original cost model
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -32,12 +33,21 @@ def _outer(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a[:, :, None] * b[:, None, :]).reshape(max(len(a), len(b)), -1)
 
 
+# Ops whose IFM Vela counts block by block (npu_performance.measure_element_access): every
+# OFM block fetches one IFM block per sub-kernel, a convolution's across the whole IFM depth
+# for each OFM depth block, a depthwise or pooling one across the IFM depth once.
+_BLOCK_FETCHED = frozenset({"conv2d", "fully_connected", "depthwise_conv2d", "pooling"})
+_WHOLE_IFM_DEPTH = frozenset({"conv2d", "fully_connected"})
+
+
 class EthosuPart(Part):
     """An NPU operation. Its "tvm" cost for an output stripe shape uses the block config that
     reads the fewest bytes per output element; that choice and its per-input byte counts are
     memoised per stripe shape, computed for all block configs and all the part's stripe
-    shapes at once. Its "vela" cost (`block_costs`) counts every block config as Vela does
-    and leaves the choice to the plan, which knows where each tensor lives."""
+    shapes at once. Its "vela" cost (`block_costs`) counts every block config of
+    `vela_block_configs` (default: `block_configs`) as Vela does and leaves the choice to the
+    plan, which knows where each tensor lives: Vela chooses among all valid blocks, the small
+    ones a culled list drops included."""
 
     kind = "ethosu"
 
@@ -53,6 +63,9 @@ class EthosuPart(Part):
         weight_tensor_idx: int = -1,
         stripe_align_hint: tuple[int, ...] | None = None,
         op: str = "",
+        vela_block_configs: list[BlockConfig] | None = None,
+        weight_compression: float = 1.0,
+        weight_stream_bytes: int = 0,
     ) -> None:
         super().__init__(
             id, inputs, output, propagators, stripe_align_hint or tuple(output_quantum)
@@ -62,7 +75,12 @@ class EthosuPart(Part):
         self.output_quantum = tuple(output_quantum)
         self.subkernels = int(subkernels)
         self.block_configs = list(block_configs)
+        self.vela_block_configs = list(vela_block_configs or block_configs)
         self.weight_tensor_idx = int(weight_tensor_idx)
+        # The "vela" model's encoded bytes per weight byte (on top of the tensor's own
+        # ratio) and per encoded stream (see flow.cascader_graph.weight_encoding).
+        self.weight_compression = float(weight_compression)
+        self.weight_stream_bytes = int(weight_stream_bytes)
         self.op = op
         # NHCWB16 outputs have 5 axes with width at 3; NHWC has width at 2.
         self._height_idx, self._width_idx = (1, 3) if len(self.output_quantum) == 5 else (1, 2)
@@ -70,30 +88,41 @@ class EthosuPart(Part):
         self._block_out = np.array(
             [_fit(b.output_shape, block_dims) for b in self.block_configs], dtype=np.int64
         )
+        vela = self.vela_block_configs
+        self._shared_blocks = vela == self.block_configs
+        vela_dims = max(len(b.output_shape) for b in vela)
+        self._vela_out = np.array([_fit(b.output_shape, vela_dims) for b in vela], dtype=np.int64)
         self._block_in_volume = np.array(
             [math.prod(b.input_shape) for b in self.block_configs], dtype=np.int64
         )
         self._choices: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
         self._infos: dict[tuple, PerformanceInfo] = {}
         self._block_cycles = np.array(
-            [(b.compute_cycles, b.output_cycles) for b in self.block_configs], dtype=np.int64
+            [(b.compute_cycles, b.output_cycles) for b in vela], dtype=np.int64
         )
         self._block_costs: dict[tuple[StripeConfig, bool], BlockCosts] = {}
+        # Per (config, rolls): the per-block terms `command_bound_cycles` recombines.
+        self._block_terms: dict[tuple[StripeConfig, bool], tuple] = {}
+        self._clipped_blocks: dict[tuple[int, ...], tuple] = {}
         self._reads: dict[tuple[int, ...], np.ndarray] = {}  # per shape: blocks x inputs
-        self._block_volume = np.prod(np.maximum(self._block_out, 1), axis=1)
+        self._vela_reads = self._reads if self._shared_blocks else {}
+        self._block_volume = np.prod(np.maximum(self._vela_out, 1), axis=1)
         # Output axes whose clipping shrinks a block's DPU work: the depth (NHCWB16: the
         # bricks and the 16 channels in each).
         self._depth_axes = (2, 4) if len(self.output_quantum) == 5 else (3,)
-        self._block_shapes = tuple(
-            (tuple(b.input_shape), tuple(b.output_shape)) for b in self.block_configs
-        )
+        self._block_shapes = tuple((tuple(b.input_shape), tuple(b.output_shape)) for b in vela)
+        self._ifm_blocks = np.array(
+            [(1, 1, 1, *b.input_shape)[-3:] for b in vela], dtype=np.int64
+        )  # (height, width, depth), NHWC
+        channels = np.maximum(self._vela_out[:, list(self._depth_axes)], 1)
+        self._block_channels = np.prod(channels, axis=1).astype(np.float64)
 
-    def _bytes_read(self, shapes: np.ndarray) -> np.ndarray:
-        """Bytes each block config reads per input (axes: stripe shapes, block configs,
-        inputs) to produce one stripe of each shape in `shapes` (rows), block by block;
-        weights are re-read once per spatial block. All shapes and block configs go through
-        one set of array operations, since per-shape calls were dominated by numpy overhead."""
-        all_blocks = self._block_out
+    def _bytes_read(self, shapes: np.ndarray, all_blocks: np.ndarray) -> np.ndarray:
+        """Bytes each block config (rows of `all_blocks`, output shapes) reads per input
+        (axes: stripe shapes, block configs, inputs) to produce one stripe of each shape in
+        `shapes` (rows), block by block; weights are re-read once per spatial block. All
+        shapes and block configs go through one set of array operations, since per-shape
+        calls were dominated by numpy overhead."""
         n_blocks, block_dims = all_blocks.shape
         n_shapes, shape_dims = shapes.shape
         safe = np.where(all_blocks == 0, 1, all_blocks)
@@ -129,22 +158,32 @@ class EthosuPart(Part):
             result[:, :, self.weight_tensor_idx] *= spatial
         return result
 
-    def prepare_costs(self, configs: list[StripeConfig]) -> None:
-        """Choose block configs for all new stripe shapes among `configs` in one batch (and
-        keep every block config's bytes read per shape, which the "vela" cost model needs)."""
-        by_length: dict[int, dict[tuple[int, ...], None]] = {}
-        for config in configs:
-            if config.shape not in self._choices:
-                by_length.setdefault(len(config.shape), {})[config.shape] = None
-        for shapes in by_length.values():
-            self._choose_blocks(list(shapes))
+    def prepare_costs(self, configs: list[StripeConfig], cost_model: str = "tvm") -> None:
+        """Choose block configs for all new stripe shapes among `configs` in one batch and,
+        for the "vela" cost model, count every block config's bytes read per shape (the
+        "tvm" model never asks for those: its plans would pay for the full block list)."""
+        steps = [(self._choices, self._choose_blocks)]
+        if cost_model == "vela":
+            steps.append((self._vela_reads, self._count_vela_reads))
+        for known, make in steps:
+            by_length: dict[int, dict[tuple[int, ...], None]] = {}
+            for config in configs:
+                if config.shape not in known:
+                    by_length.setdefault(len(config.shape), {})[config.shape] = None
+            for shapes in by_length.values():
+                make(list(shapes))
+
+    def _count_vela_reads(self, shapes: list[tuple[int, ...]]) -> None:
+        """Bytes read per input by every block config of the "vela" list, per shape."""
+        array = np.asarray(shapes, dtype=np.int64)
+        self._vela_reads.update(zip(shapes, self._bytes_read(array, self._vela_out), strict=True))
 
     def _choose_blocks(self, shapes: list[tuple[int, ...]]) -> None:
         """Cost = bytes read (input times subkernels, plus weights) per output element, halved
         when the input stripe fits in two input blocks (single buffering); the cheapest block
         config (first on ties) wins for each shape."""
         array = np.asarray(shapes, dtype=np.int64)
-        per_input = self._bytes_read(array)
+        per_input = self._bytes_read(array, self._block_out)
         main = per_input[:, :, 0] * self.subkernels
         other = per_input[:, :, 1] if per_input.shape[2] > 1 else 0
         volume = np.prod(array, axis=1).astype(np.float32)[:, None]
@@ -212,6 +251,14 @@ class EthosuPart(Part):
     def block_costs(self, config: StripeConfig, mode: BufferMode) -> BlockCosts:
         # Memoised per (config, rolls): a ROLLING output that cannot roll costs the same as
         # a RECOMPUTE one, so both modes share one entry then.
+        key = self._costs_key(config, mode)
+        costs = self._block_costs.get(key)
+        if costs is None:
+            costs = self._vela_block_costs(config, key[1])
+            self._block_costs[key] = costs
+        return costs
+
+    def _costs_key(self, config: StripeConfig, mode: BufferMode) -> tuple[StripeConfig, bool]:
         rolls = (
             mode == BufferMode.ROLLING
             and config.stripe_count > 1
@@ -219,12 +266,73 @@ class EthosuPart(Part):
                 count == 1 for axis, count in enumerate(config.stripes) if axis != self._height_idx
             )
         )
-        key = (config, rolls)
-        costs = self._block_costs.get(key)
-        if costs is None:
-            costs = self._vela_block_costs(config, rolls)
-            self._block_costs[key] = costs
-        return costs
+        return config, rolls
+
+    def ifm_block_bytes(self, config: StripeConfig) -> np.ndarray:
+        """Bytes of one IFM block per block config, clipped to the IFM of a stripe of
+        `config` (what Vela's per-block command waits for)."""
+        height, width, depth = self._ifm_stripe(config)
+        blocks = self._ifm_blocks
+        return (
+            np.minimum(blocks[:, 0], height)
+            * np.minimum(blocks[:, 1], width)
+            * np.minimum(blocks[:, 2], depth)
+            * self.inputs[0].dtype_bytes
+        ).astype(np.float64)
+
+    def _ifm_stripe(self, config: StripeConfig) -> tuple[int, int, int]:
+        """(height, width, depth) of the IFM a stripe of `config` reads, within the IFM
+        (NHCWB16 in whole bricks; lower-rank shapes fill from the right)."""
+        ifm = self.inputs[0]
+        needed = self.propagators[0].propagate_shapes(np.array([config.shape], dtype=np.float64))
+        shape = np.minimum(needed[0], ifm.shape)
+        if len(ifm.shape) == 5:
+            return int(shape[1]), int(shape[3]), int(ifm.shape[4] * shape[2])
+        _, height, width, depth = (1, 1, 1, *shape.tolist())[-4:]
+        return int(height), int(width), int(depth)
+
+    def command_bound_cycles(
+        self,
+        config: StripeConfig,
+        mode: BufferMode,
+        ifm_block_cycles: np.ndarray,
+        ofm_cycles_per_byte: np.ndarray,
+        ofm_latency: float,
+        bias_latencies: Sequence[float | None],
+    ) -> list[np.ndarray]:
+        """`block_costs` compute cycles once the memory the op runs in is known, as Vela's
+        `_estimate_conv_cycles` charges it per block: the DPU and the output each take at
+        least a quarter of the block's command (fetching its IFM block, writing its OFM
+        block, latencies included, plus its DPU and output cycles), and the output at least
+        the latency-bound scale-bias fetch of its channels. One array per entry of
+        `bias_latencies` (the read latency where the NPU reads the scale-biases; None: not
+        counted, as for an op without). An elementwise op's cycles per element are bound
+        the same way. The plan gives, per block config, the IFM area's read latency plus
+        an IFM block's transfer (`ifm_block_cycles`), the OFM area's write cycles per byte
+        and that area's write latency."""
+        key = self._costs_key(config, mode)
+        self.block_costs(config, mode)
+        dpu, out, n_blocks, out_part, dpu_part, stripes, written = self._block_terms[key]
+        ofm_bytes = self._block_volume[:, None] * out_part * self.output.dtype_bytes
+        fetches = ifm_block_cycles[:, None] + ofm_bytes * ofm_cycles_per_byte[:, None] + ofm_latency
+        elementwise = self._block_cycles[:, 1].astype(np.float64)
+        whole_block = (
+            self._block_volume * self.output.dtype_bytes * ofm_cycles_per_byte + ofm_latency
+        )
+        elementwise = np.maximum(elementwise, (ifm_block_cycles + whole_block + elementwise) / 4)
+        elementwise = np.ceil(elementwise * written / self._block_volume)
+        has_dpu = self._block_cycles[:, 0] > 0
+        found = []
+        for latency in bias_latencies:
+            output = out
+            if latency is not None:
+                bias = 10 * self._block_channels[:, None] * dpu_part * latency / 256
+                output = np.maximum(out, bias)
+            command = (fetches + output + dpu) / 4
+            busy, output = np.maximum(dpu, command), np.maximum(output, command)
+            stripe_cycles = np.maximum(busy, output) * n_blocks + np.minimum(busy, output)
+            found.append(np.where(has_dpu, stripe_cycles @ stripes, elementwise))
+        return found
 
     def _vela_block_costs(self, config: StripeConfig, sliding: bool) -> BlockCosts:
         """Vela's count (npu_performance) for every block config: each stripe is one NPU
@@ -235,8 +343,9 @@ class EthosuPart(Part):
         cycles per element written, not per whole block. A ROLLING output striped only along
         its height (`sliding`) computes only the rows its predecessor did not; striped along
         other axes it is recomputed, as the flow's schedule runs it. Inputs are read
-        as the blocks fetch them (the main input once per sub-kernel); the output is written
-        once per element computed."""
+        as the blocks fetch them (the main input of a convolution or pooling as Vela counts
+        it, `_block_fetches`; the weights with the share of their stripe's encoded stream
+        overhead); the output is written once per element computed."""
         sizes = [
             axis_stripe_sizes(offset, count, int(stride), shape, extent, sliding)
             for offset, count, stride, shape, extent in zip(
@@ -251,7 +360,7 @@ class EthosuPart(Part):
         # Per block config (rows) and distinct stripe shape (columns, the product of each
         # axis' sizes): blocks per stripe, and the fraction of a block's DPU work and of
         # its output elements left when Vela clips the block to a smaller stripe.
-        blocks = np.maximum(self._block_out, 1).astype(np.float64)
+        blocks = np.maximum(self._vela_out, 1).astype(np.float64)
         used = sizes[: blocks.shape[1]]
         # Axes with one stripe size (most of them) in one go; the others as outer products.
         whole = [axis for axis, by_size in enumerate(used) if len(by_size) == 1]
@@ -285,17 +394,72 @@ class EthosuPart(Part):
             stripe_cycles @ stripes[0],
             np.ceil(self._block_cycles[:, 1] * written / self._block_volume),
         )
+        self._block_terms[config, sliding] = (dpu, out, n_blocks, out_part, dpu_part,
+                                              stripes[0], written)  # fmt: skip
         stripe_count = math.prod(config.stripes)
-        if config.shape not in self._reads:
-            self._choose_blocks([config.shape])
-        read = self._reads[config.shape] * stripe_count
+        if config.shape not in self._vela_reads:
+            self.prepare_costs([config], "vela")
+        read = self._vela_reads[config.shape] * float(stripe_count)
         read[:, 0] *= self.subkernels
+        if self.weight_tensor_idx != -1 and self.weight_stream_bytes:
+            read[:, self.weight_tensor_idx] *= 1 + self._stream_share(config.shape)
+        if self.op in _BLOCK_FETCHED:
+            read[:, 0] = self._block_fetches(config, blocks, n_blocks @ stripes[0])
         return BlockCosts(
             cycles.astype(np.float64),
             read.astype(np.float64),
             written * self.output.dtype_bytes,
-            self._block_shapes,
+            self._stripe_blocks(config.shape),
         )
+
+    def _block_fetches(
+        self, config: StripeConfig, blocks: np.ndarray, total_blocks: np.ndarray
+    ) -> np.ndarray:
+        """IFM bytes per block config as Vela counts them for stripes of `config`
+        (`total_blocks` OFM blocks in all): each OFM block fetches, per sub-kernel, the IFM
+        block clipped to the stripe's IFM (not to what the block needs at an edge) across
+        the IFM depth (bricks rounded to 16 channels); a depthwise or pooling op fetches
+        once per spatial block, its depth blocks sharing the fetch."""
+        height, width, depth = self._ifm_stripe(config)
+        blocks_hw = self._ifm_blocks
+        area = np.minimum(blocks_hw[:, 0], height) * np.minimum(blocks_hw[:, 1], width)
+        fetches = total_blocks
+        if self.op not in _WHOLE_IFM_DEPTH:
+            axes = list(self._depth_axes)
+            ofm_depth = np.array(config.shape, dtype=np.float64)[axes]
+            fetches = fetches / np.prod(np.ceil(ofm_depth / blocks[:, axes]), axis=1)
+        return fetches * area * depth * self.subkernels * self.inputs[0].dtype_bytes
+
+    def _stream_share(self, shape: tuple[int, ...]) -> float:
+        """Bytes a stripe of `shape` reads of its weight stream's overhead per encoded byte
+        of its weights (Vela counts weight bytes as the stripe's slice encodes them)."""
+        weights = self.inputs[self.weight_tensor_idx]
+        channels = math.prod(shape[axis] for axis in self._depth_axes)
+        per_channel = math.prod(weights.shape[1:]) * weights.dtype_bytes
+        ratio = weights.compression_ratio * self.weight_compression
+        return self.weight_stream_bytes / (ratio * per_channel * min(channels, weights.shape[0]))
+
+    def _stripe_blocks(self, shape: tuple[int, ...]) -> tuple:
+        """The (input, output) block shapes of every "vela" block config for stripes of
+        `shape`, each output block clipped to the stripe rounded up to whole micro-blocks:
+        the schedule runs a stripe with a block valid for its own shape, which is what
+        Vela's burst efficiency sees."""
+        found = self._clipped_blocks.get(shape)
+        if found is None:
+            quantum = self.output_quantum
+            dims = self._vela_out.shape[1]
+            limit = np.array(
+                [-(-shape[a] // quantum[a]) * quantum[a] if a < min(len(shape), len(quantum))
+                 else shape[a] if a < len(shape) else 2**62 for a in range(dims)],
+                dtype=np.int64,
+            )  # fmt: skip
+            clipped = np.minimum(self._vela_out, limit).tolist()  # zero padding never clips
+            found = tuple(
+                (ifm, tuple(out[: len(ofm)]))
+                for (ifm, ofm), out in zip(self._block_shapes, clipped, strict=True)
+            )
+            self._clipped_blocks[shape] = found
+        return found
 
     def to_json(self) -> dict:
         data = super().to_json()

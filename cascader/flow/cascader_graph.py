@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ethosu.vela.architecture_features import ArchitectureFeatures
+
 from cascader.core.graph import CascaderGraph
 from cascader.core.graph_json import GraphDocument
 from cascader.core.options import CascaderOptions
@@ -156,7 +158,10 @@ def build_cascader_graph(
 ) -> CascaderGraph:
     """The CascaderGraph of the NPU functions of one model on `accelerator`. Function outputs
     are graph outputs; function inputs and constants are graph inputs (host ops sit between
-    functions). `cull_blocks` drops block configs another valid one covers."""
+    functions). `cull_blocks` drops block configs another valid one covers from what the
+    "tvm" cost model chooses among; the "vela" one chooses among all, as Vela does, and
+    counts weights as encoded (`weight_encoding`; the "tvm" one, as the original, counts
+    their elements: the tensors keep compression ratio 1)."""
     device = get_device(accelerator)
     tensors: dict[object, Tensor] = {}
 
@@ -165,28 +170,53 @@ def build_cascader_graph(
             tensors[key] = Tensor(-1, shape, dtype, constant, 1.0)
         return tensors[key]
 
-    spec: list[tuple[NpuOp, Tensor, list[Tensor]]] = []
+    spec: list[tuple[NpuOp, Tensor, list[Tensor], tuple[float, int]]] = []
     for op, out_key, in_keys in reversed(_dataflow(functions)):
         output = tensor(out_key, stored_shape(op.ofm), op.ofm.dtype, False)
         inputs = [
             tensor(key, stored_shape(t), t.dtype, scalar is not None)
             for key, t, scalar in zip(in_keys, _op_inputs(op), _scalars(op), strict=True)
         ]
+        encoding = (1.0, 0)
         if isinstance(op, Conv2D):
+            encoding = weight_encoding(op, accelerator)
             inputs.append(tensor(("weights", out_key), op.weights.shape, "int8", True))
             bias_shape = (op.ofm.shape[-1], SCALE_BIAS_BYTES)
             inputs.append(tensor(("scale_bias", out_key), bias_shape, "uint8", True))
-        spec.append((op, output, inputs))
-    part_outputs = [output for _, output, _ in spec]
+        spec.append((op, output, inputs, encoding))
+    part_outputs = [output for _, output, _, _ in spec]
     produced = {id(output) for output in part_outputs}
     ordered = _order_tensors(part_outputs, list(tensors.values()))
     parts = [
-        _part(i, op, output, inputs, device, cull_blocks)
-        for i, (op, output, inputs) in enumerate(spec)
+        _part(i, op, output, inputs, device, cull_blocks, encoding)
+        for i, (op, output, inputs, encoding) in enumerate(spec)
     ]
     graph_inputs = [t for t in ordered if id(t) not in produced]
     outputs = [tensors[key] for key in _output_keys(functions)]
     return CascaderGraph(ordered, parts, graph_inputs, outputs)
+
+
+def weight_encoding(op: Conv2D, accelerator: str) -> tuple[float, int]:
+    """(encoded bytes per weight byte, bytes every encoded stream adds) of a convolution's
+    weights as the schedule copies and the NPU reads them, a depth slice of c channels
+    taking ratio * its bytes + the stream bytes: fitted to Vela's encoding (16-deep OFM
+    blocks, the OFM split depth) of all the channels and of the first 16. The ratio runs up
+    to about 1.4 for small kernels and well below 1 for sparse weights; a stream's header
+    and padding are what make thin slices dearer per weight."""
+    from cascader.ethosu.codegen import encoded_weights  # codegen imports the flow's schedule
+
+    split = ArchitectureFeatures.OFMSplitDepth
+    depth = op.ofm.shape[3]
+    whole = len(encoded_weights(accelerator, op, 0, depth, split))
+    per_channel = op.weights.size // depth
+    if depth <= split:
+        return whole / op.weights.size, 0
+    first = len(encoded_weights(accelerator, op, 0, split, split))
+    ratio = (whole - first) / ((depth - split) * per_channel)
+    stream = first - ratio * split * per_channel
+    if ratio <= 0 or stream < 0:
+        return whole / op.weights.size, 0
+    return ratio, round(stream)
 
 
 def _order_tensors(part_outputs: list[Tensor], tensors: list[Tensor]) -> list[Tensor]:
@@ -207,11 +237,13 @@ def _part(
     inputs: list[Tensor],
     device: EthosuDevice,
     cull: bool,
+    encoding: tuple[float, int],
 ) -> Part:
     quantum = device.output_quantum(op.ofm.layout.value)
     propagation = op_propagation(op, quantum)
     if _is_inline(op):
         return InlinePart(index, inputs, output, list(propagation.propagators))
+    description = npu_op_description(op)
     return EthosuPart(
         index,
         inputs,
@@ -219,10 +251,13 @@ def _part(
         list(propagation.propagators),
         output_quantum=quantum,
         subkernels=subkernels(op),
-        block_configs=list(device.block_configs(npu_op_description(op), cull=cull)),
+        block_configs=list(device.block_configs(description, cull=cull)),
         weight_tensor_idx=1 if isinstance(op, Conv2D) else -1,
         stripe_align_hint=propagation.stripe_align_hint,
         op=type(op).__name__.lower() if not isinstance(op, Conv2D) else op.kind,
+        vela_block_configs=list(device.block_configs(description, cull=False)),
+        weight_compression=encoding[0],
+        weight_stream_bytes=encoding[1],
     )
 
 

@@ -6,6 +6,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from ethosu.vela.npu_performance import (
     _estimate_memory_transfer_efficiency,
@@ -17,7 +18,7 @@ from ethosu.vela.tensor import MemArea, TensorFormat
 from cascader.core import cascade, load_graph
 from cascader.core.options import CascaderOptions
 from cascader.core.part import BufferMode
-from cascader.core.plan_generation import PlanContext, copy_cycles_hint, vela_efficiency
+from cascader.core.plan_context import PlanContext, copy_cycles_hint, vela_efficiency
 from cascader.core.stripe_generation import generate_output_stripe_configs
 from cascader.core.tensor import Tensor
 from cascader.core.tensor_config import TensorConfigState
@@ -159,7 +160,7 @@ def test_compute_cycles_follow_vela_for_every_block_config():
         desc = npu_op_description(front.network.ops[part.id])
         whole = generate_output_stripe_configs(part, 1, False, False)[0]
         costs = part.block_costs(whole, BufferMode.RECOMPUTE)
-        for index, block in enumerate(part.block_configs):
+        for index, block in enumerate(part.vela_block_configs):
             out = block.output_shape
             hwd = (out[1], out[3], out[2] * 16) if len(out) == 5 else (out[1], out[2], out[3])
             query = performance_query(desc, device.vela_block_config(desc, hwd))
@@ -192,3 +193,179 @@ def test_rolling_saves_compute_only_when_striped_along_the_height():
                     assert (rolling <= recompute).all()
                     saved += int((rolling < recompute).any())
     assert saved > 0
+
+
+U65 = ("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram")
+
+
+def _whole(part):
+    return generate_output_stripe_configs(part, 1, False, False)[0]
+
+
+@pytest.mark.skipif(not MODEL.is_file(), reason=f"no {MODEL}")
+@pytest.mark.parametrize(
+    ("ifm_area", "ofm_area", "const_area"),
+    [("sram", "sram", "sram"), ("dram", "dram", "dram"), ("sram", "dram", "dram")],
+)
+def test_command_overhead_is_vela_s_in_every_memory(ifm_area, ofm_area, const_area):
+    """Where the feature maps and scale-biases live changes an op's compute cycles: each
+    block waits for its IFM and OFM transfers and its scale-bias fetch latency. Every
+    conv2d and depthwise part of a real network, computed whole, under every block config:
+    Vela's measure_cycle_cost with those areas, within 5%."""
+    from cascader.ethosu.device import get_device
+    from cascader.ethosu.memory import system_memory
+    from cascader.ethosu.part import EthosuPart
+    from cascader.ethosu.perf_query import performance_query
+    from cascader.flow.cascader_graph import npu_op_description
+    from cascader.flow.frontend import load_tflite
+    from cascader.flow.pipeline import front_half
+
+    memory = system_memory(*U65, 1 << 20)
+    front = front_half(load_tflite(MODEL), U65[0])
+    device = get_device(U65[0])
+    ifm_region, ofm_region = memory.regions[ifm_area], memory.regions[ofm_area]
+    checked = 0
+    for part in front.network.graph.parts:
+        if not isinstance(part, EthosuPart) or part.op not in ("conv2d", "depthwise_conv2d"):
+            continue
+        desc = npu_op_description(front.network.ops[part.id])
+        whole = _whole(part)
+        costs = part.block_costs(whole, BufferMode.RECOMPUTE)
+        ifm_per_byte = [
+            vela_efficiency(part.inputs[0], shapes[0], ifm_region, True) / ifm_region.read_bandwidth
+            for shapes in costs.block_shapes
+        ]
+        ofm_per_byte = [
+            vela_efficiency(part.output, shapes[1], ofm_region, False) / ofm_region.write_bandwidth
+            for shapes in costs.block_shapes
+        ]
+        ours = part.command_bound_cycles(
+            whole,
+            BufferMode.RECOMPUTE,
+            ifm_region.read_latency + part.ifm_block_bytes(whole) * ifm_per_byte,
+            np.array(ofm_per_byte),
+            ofm_region.write_latency,
+            (memory.regions[const_area].read_latency,),
+        )[0]
+        for index, block in enumerate(part.vela_block_configs):
+            out = block.output_shape
+            hwd = (out[1], out[3], out[2] * 16) if len(out) == 5 else (out[1], out[2], out[3])
+            query = performance_query(desc, device.vela_block_config(desc, hwd), ifm_area,
+                                      ofm_area, None, const_area)  # fmt: skip
+            vela = measure_cycle_cost(memory.arch, desc.vela_op, desc.faf_op, query).op_cycles
+            assert ours[index] == pytest.approx(vela, rel=0.05)
+            checked += 1
+    assert checked > 100
+
+
+@pytest.mark.skipif(not MODEL.is_file(), reason=f"no {MODEL}")
+def test_a_convolution_reads_its_ifm_once_per_ofm_block_as_vela_counts():
+    """Vela counts a convolution's IFM once per OFM block and sub-kernel, depth blocks
+    included (each block runs the whole IFM depth), a whole IFM block even at an edge; a
+    depthwise block fetches the IFM depth once per spatial block. Every block config of
+    kws's conv2d and depthwise parts, computed whole: the IFM bytes read are Vela's
+    measure_element_access within 10%."""
+    from ethosu.vela.npu_performance import measure_element_access
+
+    from cascader.ethosu.device import get_device
+    from cascader.ethosu.part import EthosuPart
+    from cascader.ethosu.perf_query import performance_query
+    from cascader.flow.cascader_graph import npu_op_description
+    from cascader.flow.frontend import load_tflite
+    from cascader.flow.pipeline import front_half
+
+    accelerator = "ethos-u55-256"
+    front = front_half(load_tflite(MODEL), accelerator)
+    device = get_device(accelerator)
+    checked = 0
+    for part in front.network.graph.parts:
+        if not isinstance(part, EthosuPart) or part.op not in ("conv2d", "depthwise_conv2d"):
+            continue
+        desc = npu_op_description(front.network.ops[part.id])
+        costs = part.block_costs(_whole(part), BufferMode.RECOMPUTE)
+        for index, block in enumerate(part.vela_block_configs):
+            out = block.output_shape
+            hwd = (out[1], out[3], out[2] * 16) if len(out) == 5 else (out[1], out[2], out[3])
+            query = performance_query(desc, device.vela_block_config(desc, hwd))
+            vela = measure_element_access(device.arch, query).ifm_read[0]
+            assert costs.read_bytes[index, 0] == pytest.approx(vela, rel=0.1)
+            checked += 1
+    assert checked > 100
+
+
+def _single_plans(document, part):
+    """The "vela" single plans of `part` computed whole, and the context that made them
+    (every constant may also be read in place, however small)."""
+    from cascader.core.single_plans import _vela_single_plans
+
+    options = replace(document.options, cost_model="vela", always_copy_size=0)
+    ctx = PlanContext(document.graph, document.regions, document.home_map, options)
+    return ctx, _vela_single_plans(part, [_whole(part)], ctx, None)
+
+
+@needs_shared
+def test_weight_copies_wait_for_the_compute_and_a_scale_bias_copy_alone_reads_in_place():
+    """The schedule copies an op's weights into one buffer, so the copy adds to the compute
+    (less what hides under the previous op); the evaluator sees a scale-bias copied without
+    its weights as read where it is homed, so copying it alone buys nothing."""
+    document = load_graph(GOLDEN)
+    checked = 0
+    for part in document.graph.parts:
+        weights = getattr(part, "weight_tensor_idx", -1)
+        if weights < 0:
+            continue
+        ctx, plans = _single_plans(document, part)
+        bias = next(i for i, t in enumerate(part.inputs) if t.is_constant and i != weights)
+        by_copies: dict[tuple[bool, bool], list[int]] = {}
+        for plan in plans:
+            configs = plan.tensor_configs
+            if configs[0].state != TensorConfigState.BOUNDARY or plan.output_config.state != (
+                TensorConfigState.BOUNDARY
+            ):
+                continue
+            key = (configs[weights].copy_tensor, configs[bias].copy_tensor)
+            by_copies.setdefault(key, []).append(plan.cycles)
+        if (False, True) not in by_copies or (True, True) not in by_copies:
+            continue
+        assert sorted(by_copies[False, True]) == sorted(by_copies[False, False])
+        home = document.home_map[part.inputs[weights].id][0]
+        copied = part.inputs[weights].size + part.inputs[bias].size
+        serial = ctx.mem2mem(home, ctx.cascade, copied) - ctx.copy_slack(part)
+        assert min(by_copies[True, True]) >= serial
+        checked += 1
+    assert checked > 3
+
+
+@pytest.mark.skipif(not MODEL.is_file(), reason=f"no {MODEL}")
+def test_vela_cost_ranks_proposals_as_the_evaluator_does():
+    """Spearman's rho between the cascader's "vela" cycles of kws's distinct proposals (64
+    KiB to 2 MiB pools, striping on and off, Ethos-U55-256) and the evaluator's cycles of
+    their stripe schedules is at least 0.9."""
+    from scipy.stats import spearmanr
+
+    from cascader.ethosu.codegen import encoded_size, generate
+    from cascader.ethosu.memory import system_memory
+    from cascader.ethosu.perf import evaluate
+    from cascader.flow.frontend import load_tflite
+    from cascader.flow.pipeline import front_half, proposals
+    from cascader.flow.schedule import proposal_schedule
+
+    system = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
+    front = front_half(load_tflite(MODEL), system[0])
+    found = {}
+    for pool in (64 << 10, 256 << 10, 2 << 20):
+        memory = system_memory(*system, pool)
+        for striping in (True, False):
+            options = CascaderOptions(cascade_region=memory.roles["cascade"],
+                                      enable_striping=striping, cost_model="vela")  # fmt: skip
+            for proposal in proposals(front, memory, options, pool).proposals:
+                found.setdefault((proposal.memory_usage, proposal.cycles), proposal)
+    memory = system_memory(*system, 2 << 20)
+    sizes = encoded_size(system[0], front.network.ops)
+    evaluated = []
+    for proposal in found.values():
+        schedule = proposal_schedule(front.network, proposal, memory, sizes, check=False)
+        compiled = generate(schedule, system[0], command_streams=False)
+        evaluated.append(evaluate(compiled.scheduled_ops, memory).total_cycles)
+    assert len(found) >= 5
+    assert spearmanr([p.cycles for p in found.values()], evaluated).statistic >= 0.9

@@ -301,3 +301,36 @@ def test_every_op_of_a_model_has_a_te_compute():
             compute = te_compute(op)
             assert tuple(int(v) for v in compute.output.shape) == stored_shape(feature_map(op.ofm))
             assert "ifm" in compute.inputs
+
+
+def test_weights_carry_their_encoding_and_the_vela_model_sees_every_block():
+    """A part's weight compression and stream bytes give Vela's encoded size of its whole
+    weights and of a 16-channel slice (what copying or reading them moves), for the "vela"
+    cost model; the tensors keep ratio 1, as the original's "tvm" model counts elements.
+    The "vela" model chooses among every valid block config, the "tvm" one among the
+    culled list."""
+    from cascader.ethosu.codegen import encoded_weights
+    from cascader.flow.schedule import network
+
+    accelerator = "ethos-u55-256"
+    net = network(model_npu_functions(load_tflite(_model("kws_dscnn"))), accelerator)
+    ratios = []
+    more_blocks = 0
+    for part in net.graph.parts:
+        if not isinstance(part, EthosuPart):
+            continue
+        assert set(part.block_configs) <= set(part.vela_block_configs)
+        more_blocks += len(part.vela_block_configs) > len(part.block_configs)
+        if part.weight_tensor_idx < 0:
+            continue
+        op = net.ops[part.id]
+        assert part.inputs[part.weight_tensor_idx].compression_ratio == 1.0
+        depth = op.ofm.shape[3]
+        per_channel = op.weights.size // depth
+        for channels in {depth, min(depth, 16)}:
+            encoded = len(encoded_weights(accelerator, op, 0, channels, 16))
+            model = part.weight_compression * per_channel * channels + part.weight_stream_bytes
+            assert model == pytest.approx(encoded, abs=1)
+        ratios.append(part.weight_compression)
+    assert more_blocks > 5
+    assert max(ratios) > 1.2

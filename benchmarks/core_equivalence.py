@@ -1,0 +1,162 @@
+"""Before/after check that a change to the cascader core leaves its results exactly unchanged.
+
+A speed-up of plan or proposal generation must not move any proposal. This script runs the
+core on real graphs under the option sets a sweep draws (multi-dimensional striping, several
+stripe factors, both cost models, a dual-home U65 system) and writes, per case, every
+proposal's memory and cycles, chosen index, and every plan's part group, costs, open and
+output configs and all its tensor configs with their full stripe configs. Two such files
+must be identical.
+
+    # once, with any tree: build the graphs from the shared models (needs TVM)
+    python benchmarks/core_equivalence.py graphs /tmp/eq
+    # with the old core first on the path (e.g. a `git worktree` of the previous commit),
+    # then with the new one; only cascader.core runs here
+    PYTHONPATH=/tmp/old python benchmarks/core_equivalence.py run /tmp/eq -o /tmp/before.json
+    python benchmarks/core_equivalence.py run /tmp/eq -o /tmp/after.json
+    python benchmarks/core_equivalence.py compare /tmp/before.json /tmp/after.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from cascader.core import cascade, load_graph
+from cascader.core.graph_json import save_graph
+from cascader.core.options import CascaderOptions
+from cascader.testing.shared import shared_dir
+
+MULTI = {"enable_multi_dimensional_striping": True}
+U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
+U65 = ("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram")
+# name: (model stem, system, cascader options beyond striping on)
+CASES: dict[str, tuple[str, tuple[str, str, str], dict]] = {
+    "mobilenet_v2_multi_sf5": ("mobilenet_v2_100_224", U55, MULTI),
+    "mobilenet_v2_multi_sf2": ("mobilenet_v2_100_224", U55, {**MULTI, "stripe_factors": 2}),
+    "mobilenet_v2_multi_sf8": ("mobilenet_v2_100_224", U55, {**MULTI, "stripe_factors": 8}),
+    "mobilenet_v2_1d_sf5": ("mobilenet_v2_100_224", U55, {}),
+    "mobilenet_v2_multi_sf5_vela": ("mobilenet_v2_100_224", U55, {**MULTI, "cost_model": "vela"}),
+    "mobilenet_v2_1d_sf5_vela": ("mobilenet_v2_100_224", U55, {"cost_model": "vela"}),
+    "mobilenet_v2_multi_small_plans_no_copy": (
+        "mobilenet_v2_100_224",
+        U55,
+        {**MULTI, "max_plan_size": 4, "always_copy_size": 0},
+    ),
+    "mobilenet_v2_multi_sf3_no_pareto": (
+        "mobilenet_v2_100_224",
+        U55,
+        {**MULTI, "stripe_factors": 3, "disable_pareto_plans": True},
+    ),
+    "mobilenet_v2_u65_multi_sf5": ("mobilenet_v2_100_224", U65, MULTI),
+    "kws_dscnn_multi_sf5": ("kws_dscnn", U55, MULTI),
+    "vww_mobilenet_v1_025_multi_sf5": ("vww_mobilenet_v1_025", U55, MULTI),
+    "ic_resnet8_multi_sf5": ("ic_resnet8", U55, MULTI),
+    "ic_resnet8_multi_sf5_vela": ("ic_resnet8", U55, {**MULTI, "cost_model": "vela"}),
+    "ic_resnet8_u65_multi_sf5_vela": ("ic_resnet8", U65, {**MULTI, "cost_model": "vela"}),
+    "ad_autoencoder_multi_sf5": ("ad_autoencoder", U55, MULTI),
+}
+POOL = 1 << 20
+
+
+def build_graphs(folder: Path) -> None:
+    """One graph document (graph, regions, homes, options) per case, from the flow."""
+    from cascader.ethosu.memory import system_memory
+    from cascader.flow.cascader_graph import graph_document
+    from cascader.flow.frontend import load_tflite
+    from cascader.flow.pipeline import front_half
+
+    models = shared_dir() / "models"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, (model, (accelerator, system, mode), options) in CASES.items():
+        front = front_half(load_tflite(str(models / f"{model}.tflite")), accelerator)
+        memory = system_memory(accelerator, system, mode, POOL)
+        document = graph_document(
+            front.network.graph, memory, CascaderOptions(enable_striping=True, **options)
+        )
+        save_graph(document, folder / f"{name}.json")
+        print("built", name, flush=True)
+
+
+def _config(config) -> dict:
+    return {**config.to_json(), "stripe_configs": [repr(s) for s in config.stripe_configs]}
+
+
+def _plan(plan) -> dict:
+    return {
+        "part_group": plan.part_ids,
+        "memory_usage": plan.memory_usage,
+        "cycles": plan.cycles,
+        "open_configs": [_config(c) for c in plan.open_configs],
+        "output_config": _config(plan.output_config),
+        "tensor_configs": [_config(c) for c in plan.tensor_configs],
+    }
+
+
+def run_cases(folder: Path) -> dict:
+    """Per case: its seconds and every proposal in full."""
+    results = {}
+    for name in CASES:
+        document = load_graph(folder / f"{name}.json")
+        start = time.perf_counter()
+        result = cascade(document.graph, document.regions, document.home_map, document.options)
+        seconds = time.perf_counter() - start
+        results[name] = {
+            "seconds": seconds,
+            "chosen_index": result.chosen_index,
+            "proposals": [
+                {
+                    "memory_usage": p.memory_usage,
+                    "cycles": p.cycles,
+                    "plans": [_plan(plan) for plan in p.plans],
+                    "input_configs": {str(k): _config(v) for k, v in p.input_configs.items()},
+                }
+                for p in result.proposals
+            ],
+        }
+        print(f"{name}: {seconds:.3f} s, {len(result.proposals)} proposals", flush=True)
+    return results
+
+
+def compare(before: dict, after: dict) -> int:
+    """Number of cases whose proposals differ (seconds aside)."""
+    differ = 0
+    for name in sorted(set(before) | set(after)):
+        old, new = before.get(name), after.get(name)
+        same = old is not None and new is not None
+        if same:
+            same = {k: v for k, v in old.items() if k != "seconds"} == {
+                k: v for k, v in new.items() if k != "seconds"
+            }
+        differ += not same
+        times = f"{old['seconds']:.3f} s -> {new['seconds']:.3f} s" if old and new else ""
+        print(f"{name}: {'same' if same else 'DIFFERENT'} {times}")
+    return differ
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    graphs = commands.add_parser("graphs", help="build the case graphs (needs TVM)")
+    graphs.add_argument("folder", type=Path)
+    run = commands.add_parser("run", help="run the core on the case graphs")
+    run.add_argument("folder", type=Path)
+    run.add_argument("-o", "--output", type=Path, required=True)
+    check = commands.add_parser("compare", help="compare two runs")
+    check.add_argument("before", type=Path)
+    check.add_argument("after", type=Path)
+    args = parser.parse_args()
+    if args.command == "graphs":
+        build_graphs(args.folder)
+    elif args.command == "run":
+        args.output.write_text(json.dumps(run_cases(args.folder)))
+    else:
+        before = json.loads(args.before.read_text())
+        return 1 if compare(before, json.loads(args.after.read_text())) else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

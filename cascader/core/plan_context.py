@@ -1,0 +1,367 @@
+"""The costing context of plan generation: the regions, homes and options of one cascader
+run, and what a plan pays for its tensors under either cost model (`tvm`, the original's,
+or `vela`, Vela's performance model's)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cascader.core.floats import f32
+from cascader.core.graph import CascaderGraph
+from cascader.core.memory_region import MemoryRegion
+from cascader.core.options import CascaderOptions
+from cascader.core.part import BlockCosts, BufferMode, Part
+from cascader.core.stripe_config import StripeConfig, count_stripes
+from cascader.core.tensor import Tensor
+from cascader.core.tensor_config import TensorConfig, TensorConfigState, TensorConfigTable
+
+BOUNDARY = TensorConfigState.BOUNDARY
+INTERIOR = TensorConfigState.INTERIOR
+RECOMPUTE = BufferMode.RECOMPUTE
+ROLLING = BufferMode.ROLLING
+
+
+def per_cycle(nbytes: int, bandwidth: float) -> int | float:
+    """Bytes over a bandwidth the way the original divided: whole-number bandwidths divide as
+    integers (truncating), fractional ones as reals."""
+    if float(bandwidth).is_integer():
+        return nbytes // int(bandwidth)
+    return nbytes / bandwidth
+
+
+def transfer_efficiency(
+    tensor: Tensor, block_shape: tuple[int, ...], region: MemoryRegion
+) -> float:
+    """Cycle multiplier for moving blocks of `block_shape`: a transfer shorter than the
+    region's burst still costs a whole burst. The contiguous run is the innermost block axis,
+    times the next one when the block spans the tensor's innermost axis."""
+    burst = block_shape[-1]
+    if block_shape[-1] == tensor.shape[-1]:
+        burst *= block_shape[-2] if len(block_shape) > 1 else 1
+    burst *= tensor.dtype_bytes
+    return f32(region.burst_length / min(burst, region.burst_length))
+
+
+# Vela's IFM blocks are a whole number of IFM micro-blocks deep (8 on every Ethos-U55/U65).
+IFM_DEPTH_GRANULE = 8
+
+
+def vela_efficiency(
+    tensor: Tensor, block_shape: tuple[int, ...], region: MemoryRegion, is_read: bool
+) -> float:
+    """Vela's burst-efficiency multiplier (npu_performance._estimate_memory_transfer_efficiency,
+    one NPU core) for a feature map moved in blocks of `block_shape`: NHWC reads burst one
+    block depth (a whole block row only for depth-1 blocks), writes at most 16 elements;
+    NHCWB16 (5-D tensors) moves 16-deep bricks one block row at a time."""
+    element = tensor.dtype_bytes
+    if len(tensor.shape) == 5:
+        width = block_shape[3] if len(block_shape) == 5 else block_shape[2]
+        burst = 16 * element * width
+    else:
+        depth, width = block_shape[-1], block_shape[-2] if len(block_shape) > 1 else 1
+        if is_read:  # the block configs clip the IFM block to the tensor; Vela does not
+            depth = -(-depth // IFM_DEPTH_GRANULE) * IFM_DEPTH_GRANULE
+        if depth == element and (is_read or depth <= 16):
+            burst = element * depth * width
+        elif is_read:
+            burst = element * depth
+        else:
+            burst = min(64, 16 * element, depth * element)
+    return region.burst_length / min(region.burst_length, max(burst, 1))
+
+
+def copy_cycles_hint(config: TensorConfig, regions: dict[str, MemoryRegion]) -> tuple[int, int]:
+    """(total, first block) cycles to copy a tensor stripe by stripe from its home region to
+    its copy region, each stripe fetching only what the previous one did not (sliding)."""
+    tensor = config.tensor
+    home, copy = regions[config.home_region], regions[config.copy_region]
+    total = initial = 0
+    for stripe_config in config.stripe_configs:
+        first = True
+        for shape, count in count_stripes(stripe_config, sliding=True):
+            elements = 1
+            for v in shape:
+                elements *= v
+            moved = int(
+                f32(f32(f32(elements * tensor.dtype_bytes) * tensor.compression_ratio) * count)
+            )
+            read = int(moved * home.read_bandwidth + home.read_latency)
+            write = int(moved * copy.write_bandwidth)
+            if first:
+                initial += max(read, write)
+                first = False
+            total += max(read, write)
+    return total, initial
+
+
+@dataclass
+class PlanContext:
+    """Everything plan generation shares across parts: regions, homes, options, the interned
+    tensor configs and the per-config caches."""
+
+    graph: CascaderGraph
+    regions: dict[str, MemoryRegion]
+    home_map: dict[int, list[str]]
+    options: CascaderOptions
+    table: TensorConfigTable = field(default_factory=TensorConfigTable)
+    _inputs: dict = field(default_factory=dict)
+    _outputs: dict = field(default_factory=dict)
+    _copy: dict = field(default_factory=dict)
+    _efficiency: dict = field(default_factory=dict)
+    _vela_copy: dict = field(default_factory=dict)
+    _constant_copy: dict = field(default_factory=dict)
+    _slack: dict = field(default_factory=dict)
+    _vela_costs: dict = field(default_factory=dict)
+    _region_matrices: dict = field(default_factory=dict)
+    _per_byte: dict = field(default_factory=dict)
+    _burst: dict = field(default_factory=dict)
+
+    @property
+    def cascade(self) -> str:
+        return self.options.cascade_region
+
+    def input_configs(self, config: StripeConfig, tensor: Tensor) -> list[TensorConfig]:
+        """Ways an input can be provided: BOUNDARY in each home region (read in place if homed
+        in the cascade region or too big to copy; copied to the cascade region otherwise) and,
+        for non-constants, INTERIOR in the cascade region, recomputed or rolling."""
+        key = (config, tensor.id)
+        found = self._inputs.get(key)
+        if found is not None:
+            return found
+        cascade, get, stripes = self.cascade, self.table.get, (config,)
+        configs = []
+        for home in self.home_map[tensor.id]:
+            if home == cascade or tensor.size > self.options.always_copy_size:
+                configs.append(get(tensor, home, BOUNDARY, RECOMPUTE, stripes, False, home))
+            if home != cascade:
+                configs.append(get(tensor, home, BOUNDARY, ROLLING, stripes, True, cascade))
+        if not tensor.is_constant:
+            configs.append(get(tensor, cascade, INTERIOR, RECOMPUTE, stripes, False, cascade))
+            configs.append(get(tensor, cascade, INTERIOR, ROLLING, stripes, False, cascade))
+        self._inputs[key] = configs
+        return configs
+
+    def output_configs(self, config: StripeConfig, tensor: Tensor) -> list[TensorConfig]:
+        """BOUNDARY in each home region when stripes do not overlap, plus INTERIOR recomputed
+        or rolling in the cascade region."""
+        key = (config, tensor.id)
+        found = self._outputs.get(key)
+        if found is not None:
+            return found
+        cascade, get, stripes = self.cascade, self.table.get, (config,)
+        configs = []
+        if config.non_overlapping:
+            for home in self.home_map[tensor.id]:
+                configs.append(get(tensor, home, BOUNDARY, RECOMPUTE, stripes, False, home))
+        configs.append(get(tensor, cascade, INTERIOR, RECOMPUTE, stripes, False, cascade))
+        configs.append(get(tensor, cascade, INTERIOR, ROLLING, stripes, False, cascade))
+        self._outputs[key] = configs
+        return configs
+
+    def copy_cycles(self, config: TensorConfig) -> tuple[int, int]:
+        found = self._copy.get(config.id)
+        if found is None:
+            found = copy_cycles_hint(config, self.regions)
+            self._copy[config.id] = found
+        return found
+
+    def vela_copy(self, config: TensorConfig) -> float:
+        """DMA cycles of copying a tensor into its copy region, stripe by stripe as far as
+        the previous stripe does not already hold it: Vela's mem2mem time, the slower of
+        reading the home region and writing the copy region. Vela counts the copied bytes,
+        but not in the regions' access cycles."""
+        found = self._vela_copy.get(config.id)
+        if found is None:
+            home, copy = self.regions[config.home_region], self.regions[config.copy_region]
+            moved = sum(
+                math.prod(shape) * count
+                for stripe_config in config.stripe_configs
+                for shape, count in count_stripes(stripe_config, sliding=True)
+            )
+            moved *= config.tensor.dtype_bytes * config.tensor.compression_ratio
+            found = max(moved / home.read_bandwidth, moved / copy.write_bandwidth)
+            self._vela_copy[config.id] = found
+        return found
+
+    def constant_copy_bytes(
+        self, config: TensorConfig, ratio: float, stream_bytes: int
+    ) -> tuple[float, float]:
+        """(all, first stripe's) bytes the schedule DMA-copies of a constant: each slice
+        once (a stripe reading the slice its buffer holds copies nothing), the first before
+        the op's first stripe; each slice encoded at `ratio` times the tensor's own
+        compression, as its own stream of `stream_bytes` more."""
+        found = self._constant_copy.get(config.id)
+        if found is None:
+            tensor = config.tensor
+            scale = tensor.dtype_bytes * tensor.compression_ratio * ratio
+            stripes = [
+                (math.prod(shape), count)
+                for stripe_config in config.stripe_configs
+                for shape, count in count_stripes(stripe_config, sliding=True)
+            ]
+            total = sum((size * scale + stream_bytes) * count for size, count in stripes)
+            first = config.stripe_configs[0]
+            first_bytes = math.prod(
+                max(min(s, e - max(o, 0)), 0)
+                for s, e, o in zip(first.shape, first.extent, first.offset, strict=True)
+            )
+            found = (total, first_bytes * scale + stream_bytes)
+            self._constant_copy[config.id] = found
+        return found
+
+    def mem2mem(self, source: str, dest: str, nbytes: float) -> float:
+        """Vela's DMA time (npu_performance.measure_mem2mem_cycles): the slower of reading
+        `source` (plus its read latency) and writing `dest`."""
+        home, copy = self.regions[source], self.regions[dest]
+        read = nbytes // home.read_bandwidth + home.read_latency
+        return max(read, nbytes // copy.write_bandwidth)
+
+    def copy_slack(self, part: Part) -> float:
+        """Compute cycles of the op that runs just before `part` (the producer of its first
+        input, whole, with the block config it computes fastest; 0 for a graph input): the
+        evaluator hides the first weight copy of an op under them, as Vela prebuffers it
+        there. (A producer that itself streams weight slices leaves only its last slice, and
+        reading its constants from slow memory raises its compute; which it does is the
+        producer's plan's choice, unknown here.)"""
+        found = self._slack.get(part.id)
+        if found is None:
+            found = 0.0
+            tensor = part.inputs[0]
+            while tensor.producers:
+                producer = tensor.producers[0]
+                if not producer.in_line:
+                    shape = producer.output.shape
+                    whole = StripeConfig(shape, shape, shape, tuple(range(1, len(shape) + 1)),
+                                         (1,) * len(shape), (0,) * len(shape))  # fmt: skip
+                    found = float(producer.block_costs(whole, RECOMPUTE).compute_cycles.min())
+                    break
+                tensor = producer.inputs[0]
+            self._slack[part.id] = found
+        return found
+
+    def vela_cost(
+        self,
+        part: Part,
+        config: StripeConfig,
+        mode: BufferMode,
+        areas: tuple[str | None, ...],
+        const_area: str | None = None,
+    ) -> tuple[float, tuple[float, ...]]:
+        """(compute cycles, access cycles per region in `regions` order) of `part` producing
+        `config` with its inputs read from and its output written to the regions `areas`
+        (inputs, then output; None: not counted) and its scale-bias read from `const_area`,
+        under the block config the schedule picks there: the smallest max(compute, each
+        region's access cycles) as Vela's model counts them, first on ties. A part that
+        knows Vela's per-block command overhead (`command_bound_cycles`) has it counted in
+        its compute, with the IFM read from the first input's area."""
+        key = (part.id, config, mode, areas, const_area)
+        found = self._vela_costs.get(key)
+        if found is not None:
+            return found
+        costs = part.block_costs(config, mode)
+        factors = np.stack(
+            [
+                self._cycles_per_byte(part, config, costs, slot, area)
+                for slot, area in enumerate(areas)
+            ],
+            axis=1,
+        )
+        access = (costs.moved_bytes * factors) @ self._region_matrix(areas)
+        compute = chosen_by = costs.compute_cycles
+        bound = getattr(part, "command_bound_cycles", None)
+        if bound is not None:
+            ifm = self.regions[areas[0] or self.cascade]
+            out = self.regions[areas[-1]]
+            ifm_block = ifm.read_latency + part.ifm_block_bytes(config) * self._cycles_per_byte(
+                part, config, costs, 0, areas[0] or self.cascade
+            )
+            latencies = (None,)
+            if const_area is not None:
+                latencies = (self.regions[const_area].read_latency, None)
+            bounds = bound(config, mode, ifm_block, factors[:, -1], out.write_latency, latencies)
+            compute, chosen_by = bounds[0], bounds[-1]
+        # The schedule picks the block (flow.schedule.fastest_block) counting weight elements,
+        # not encoded bytes, and no scale-bias fetch; the evaluator then charges both.
+        weights = getattr(part, "weight_tensor_idx", -1)
+        choice = factors.copy()
+        for slot, tensor in enumerate(part.inputs):
+            if tensor.is_constant and areas[slot] is not None:
+                region = self.regions[areas[slot]]
+                choice[:, slot] = 1.0 / region.read_bandwidth if slot == weights else 0.0
+        chosen_access = (costs.moved_bytes * choice) @ self._region_matrix(areas)
+        best = int(np.argmin(np.maximum(chosen_by, chosen_access.max(axis=1))))
+        found = (float(compute[best]), tuple(access[best].tolist()))
+        self._vela_costs[key] = found
+        return found
+
+    def _region_matrix(self, areas: tuple[str | None, ...]) -> np.ndarray:
+        """(slots, regions) 0/1 matrix sending each slot's access cycles to its region."""
+        found = self._region_matrices.get(areas)
+        if found is None:
+            names = list(self.regions)
+            found = np.zeros((len(areas), len(names)))
+            for slot, area in enumerate(areas):
+                if area is not None:
+                    found[slot, names.index(area)] = 1.0
+            self._region_matrices[areas] = found
+        return found
+
+    def _cycles_per_byte(
+        self, part: Part, config: StripeConfig, costs: BlockCosts, slot: int, area: str | None
+    ) -> np.ndarray:
+        """Access cycles per byte of input `slot` (the output for slot = number of inputs)
+        of `part` moved in region `area`, per block config (its output blocks as clipped to
+        stripes of `config`'s shape): Vela's burst efficiency over the region's bandwidth
+        (constants move at full bandwidth, as encoded)."""
+        is_read = slot < len(part.inputs)
+        key = (part.id, config.shape, slot, area)
+        found = self._per_byte.get(key)
+        if found is None and area is None:
+            found = self._per_byte[key] = np.zeros(len(costs.block_shapes))
+        if found is None:
+            tensor = part.inputs[slot] if is_read else part.output
+            region = self.regions[area]
+            bandwidth = region.read_bandwidth if is_read else region.write_bandwidth
+            if tensor.is_constant:
+                ratio = tensor.compression_ratio * part_encoding(part, slot)[0]
+                found = np.full(len(costs.block_shapes), ratio / bandwidth)
+            else:
+                # Stripes of most shapes see the same blocks (an EthosuPart's input blocks
+                # are its configs' own), so the efficiencies are kept per block list.
+                side = 0 if is_read else 1
+                blocks = tuple(shapes[side] for shapes in costs.block_shapes)
+                burst_key = (tensor.id, blocks, area, is_read)
+                found = self._burst.get(burst_key)
+                if found is None:
+                    memo = self._burst
+                    factors = []
+                    for block in blocks:
+                        block_key = (tensor.id, block, area, is_read)
+                        factor = memo.get(block_key)
+                        if factor is None:
+                            factor = memo[block_key] = vela_efficiency(
+                                tensor, block, region, is_read
+                            )
+                        factors.append(factor)
+                    found = self._burst[burst_key] = np.array(factors) / bandwidth
+            self._per_byte[key] = found
+        return found
+
+    def efficiency(self, tensor: Tensor, block_shape: tuple[int, ...], region: str) -> float:
+        key = (tensor.id, block_shape, region)
+        found = self._efficiency.get(key)
+        if found is None:
+            found = transfer_efficiency(tensor, block_shape, self.regions[region])
+            self._efficiency[key] = found
+        return found
+
+
+def part_encoding(part: Part, slot: int) -> tuple[float, int]:
+    """(encoded bytes per byte, bytes per encoded stream) of input `slot` of `part` beyond
+    its tensor's compression ratio: the weights' encoding for a part that knows it."""
+    if slot == getattr(part, "weight_tensor_idx", -1):
+        return part.weight_compression, part.weight_stream_bytes
+    return 1.0, 0

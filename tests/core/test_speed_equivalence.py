@@ -1,0 +1,292 @@
+"""The batched single-plan costing, batched propagation and array accumulation give exactly
+what the plain per-plan arithmetic gives, on real graphs (the golden ones, with
+multi-dimensional striping on). Whole-run equivalence before/after a core change is checked
+by benchmarks/core_equivalence.py; the goldens pin the tvm model's proposals."""
+
+import dataclasses
+import itertools
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cascader.core import load_graph
+from cascader.core.floats import f32
+from cascader.core.memory_region import MemoryRegion
+from cascader.core.pareto import cull_plans
+from cascader.core.part import BufferMode
+from cascader.core.plan_context import PlanContext, per_cycle
+from cascader.core.plan_generation import generate_graph_plans
+from cascader.core.propagator import Propagator
+from cascader.core.single_plans import _accumulate, _input_memory, generate_single_plans
+from cascader.core.stripe_generation import generate_output_stripe_configs
+from cascader.core.tensor_config import TensorConfigState
+
+SHARED = Path(
+    os.environ.get("CASCADER_SHARED", Path(__file__).resolve().parents[2].parent / "shared")
+)
+KWS = SHARED / "golden" / "kws_dscnn_s1_p64k.json"
+MOBILENET = SHARED / "golden" / "mobilenet_v2_100_224_s1_p1024k.json"
+needs_shared = pytest.mark.skipif(not MOBILENET.is_file(), reason=f"no {MOBILENET}")
+BOUNDARY, INTERIOR = TensorConfigState.BOUNDARY, TensorConfigState.INTERIOR
+ROLLING, RECOMPUTE = BufferMode.ROLLING, BufferMode.RECOMPUTE
+
+
+def _scalar_accumulate(terms):
+    total = 0
+    for term in terms:
+        total = int(f32(f32(total) + term))
+    return total
+
+
+TERMS = st.one_of(
+    st.integers(0, 1 << 26).map(float),
+    st.floats(0, 1e9, allow_nan=False).map(f32),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(TERMS, min_size=1, max_size=4), min_size=1, max_size=8))
+def test_array_accumulation_is_the_single_precision_loop(rows):
+    width = max(len(r) for r in rows)
+    padded = [r + [0.0] * (width - len(r)) for r in rows]
+    columns = [np.array([r[k] for r in padded]) for k in range(width)]
+    got = _accumulate(columns)
+    assert got.tolist() == [_scalar_accumulate(r) for r in padded]
+
+
+def _document(path, **options):
+    document = load_graph(path)
+    document.options = dataclasses.replace(
+        document.options, enable_multi_dimensional_striping=True, **options
+    )
+    return document
+
+
+def _stripe_configs(part, options):
+    return generate_output_stripe_configs(
+        part, options.stripe_factors, True, options.enable_multi_dimensional_striping
+    )
+
+
+@needs_shared
+def test_batched_propagation_is_propagation():
+    document = _document(MOBILENET)
+    for part in document.graph.parts:
+        configs = _stripe_configs(part, document.options)
+        for propagator in part.propagators:
+            fresh = Propagator(propagator.transform.tolist(), list(propagator.offset))
+            propagator.prepare(configs)
+            for config in configs:
+                batched, single = propagator.propagate(config), fresh.propagate(config)
+                assert batched == single
+                assert batched.strides == single.strides
+
+
+def _plain_single_plans(part, configs, ctx):
+    """(memory, cycles, tensor configs, open configs, output config) of every single plan,
+    one plan at a time, as the original computed them."""
+    regions, cascade, plans = ctx.regions, ctx.cascade, []
+    for config in configs:
+        outputs = ctx.output_configs(config, part.output)
+        rolling = part.performance_info(config, ROLLING)
+        recompute = part.performance_info(config, RECOMPUTE)
+        options = []
+        for i, (sc, tensor) in enumerate(
+            zip(part.input_stripe_configs(config), part.inputs, strict=True)
+        ):
+            choices = []
+            for c in ctx.input_configs(sc, tensor):
+                copy = ctx.copy_cycles(c) if c.copy_tensor else (0, 0)
+                bandwidth = regions[c.copy_region].read_bandwidth
+                reads = [
+                    f32(
+                        f32(per_cycle(info.read_bytes[i], bandwidth))
+                        * ctx.efficiency(tensor, info.block_input_shape, c.copy_region)
+                    )
+                    for info in (rolling, recompute)
+                ]
+                choices.append((c, _input_memory(c, cascade), *copy, *reads))
+            options.append(choices)
+        writes = []
+        for out in outputs:
+            info = rolling if out.buffer_mode == ROLLING else recompute
+            bandwidth = regions[out.copy_region].write_bandwidth
+            efficiency = ctx.efficiency(out.tensor, info.block_output_shape, out.copy_region)
+            writes.append(f32(f32(per_cycle(info.write_bytes, bandwidth)) * efficiency))
+        terms = writes + [t for choices in options for c in choices for t in c[4:]]
+        exact = all(0 <= t < (1 << 22) and t == int(t) for t in terms)
+        for combo in itertools.product(*reversed(options)):
+            combo = combo[::-1]
+            inputs = tuple(c[0] for c in combo)
+            opens = tuple(c for c in inputs if c.state == INTERIOR)
+            copy_total = sum(c[2] for c in combo)
+            copy_initial = sum(c[3] for c in combo)
+            tensor_configs = inputs
+            for out, write in zip(outputs, writes, strict=True):
+                tensor_configs = (*tensor_configs, out)
+                rolls = out.buffer_mode == ROLLING
+                info = rolling if rolls else recompute
+                read_terms = [c[4] if rolls else c[5] for c in combo]
+                if exact:
+                    bandwidth = int(sum(read_terms)) + int(write)
+                else:
+                    bandwidth = _scalar_accumulate([_scalar_accumulate(read_terms), write])
+                cycles = max(info.compute_cycles, bandwidth, copy_total)
+                if cycles > copy_total:
+                    cycles += copy_initial
+                boundary = out.home_region == cascade and out.state == BOUNDARY
+                memory = sum(c[1] for c in combo) + (out.tensor.size if boundary else 0)
+                open_configs = (*opens, out) if out.state == INTERIOR else opens
+                plans.append((memory, cycles, tensor_configs, open_configs, out))
+    return plans
+
+
+@needs_shared
+@pytest.mark.parametrize(("path", "parts"), [(KWS, None), (MOBILENET, range(0, 103, 9))])
+def test_batched_single_plans_are_the_plain_ones(path, parts):
+    document = _document(path)
+    ctx = PlanContext(document.graph, document.regions, document.home_map, document.options)
+    chosen = document.graph.parts if parts is None else [document.graph.parts[i] for i in parts]
+    for part in chosen:
+        configs = _stripe_configs(part, document.options)
+        singles = generate_single_plans(part, configs, ctx)
+        plain = _plain_single_plans(part, configs, ctx)
+        assert len(singles) == len(plain)
+        assert singles.memory.tolist() == [p[0] for p in plain]
+        assert singles.cycles.tolist() == [p[1] for p in plain]
+        for i, (memory, cycles, tensor_configs, open_configs, out) in enumerate(plain):
+            plan = singles.plan(i)
+            assert (plan.memory_usage, plan.cycles) == (memory, cycles)
+            assert plan.tensor_configs == tensor_configs
+            assert plan.open_configs == open_configs
+            assert plan.output_config is out
+            assert singles.outputs[singles.output[i]] is out
+            assert singles.open_inputs[singles.open_input[i]] == tuple(
+                c for c in open_configs if c is not out
+            )
+
+
+def _plain_graph_plans(ctx):
+    """Closed plans per part group, merging one candidate at a time with Plan objects, as
+    the original did (the single plans are the batched ones, checked above)."""
+    options, cascade = ctx.options, ctx.cascade
+    size = ctx.regions[cascade].size
+    connecting, waiting, closed = {}, {}, {}
+    for part in ctx.graph.parts:
+        configs = generate_output_stripe_configs(
+            part,
+            options.stripe_factors,
+            options.enable_striping,
+            options.enable_multi_dimensional_striping,
+        )
+        configs.extend(connecting.get(part.output.id, ()))
+        single_consumer = len(part.output.consumers) == 1
+        joinable = waiting.__contains__ if single_consumer else (lambda config: False)
+        singles = generate_single_plans(part, configs, ctx, joinable)
+        buckets = {}
+        for plan in (singles.plan(i) for i in range(len(singles))):
+            if plan.output_config.state != INTERIOR:
+                key = (plan.part_group, plan.open_configs)
+                buckets.setdefault(key, []).append((plan.memory_usage, plan.cycles, plan, None))
+                continue
+            for join in waiting.get(plan.output_config, ()) if single_consumer else ():
+                fits = plan.memory_usage + join.memory_usage < size
+                if join.part_group.bit_count() < options.max_plan_size and fits:
+                    rest = join.open_configs_without(part.output.id)
+                    key = (plan.part_group | join.part_group, plan.open_configs[:-1] + rest)
+                    memory = plan.memory_usage + join.memory_usage
+                    entry = (memory, plan.cycles + join.cycles, plan, join)
+                    buckets.setdefault(key, []).append(entry)
+        by_group = {}
+        for key, entries in buckets.items():
+            by_group.setdefault(key[0], []).append((key[1], entries))
+        for group, by_open in by_group.items():
+            for open_configs, entries in by_open:
+                if open_configs:
+                    kept = cull_plans(entries, options.max_open_plans, options.disable_pareto_plans)
+                else:
+                    by_home = {}
+                    for entry in entries:
+                        output = (entry[2] if entry[3] is None else entry[3]).output_config
+                        by_home.setdefault(output.home_region, []).append(entry)
+                    kept = [
+                        e
+                        for home in by_home.values()
+                        for e in cull_plans(
+                            home, options.max_closed_plans, options.disable_pareto_plans
+                        )
+                    ]
+                plans = [plan if join is None else plan.merge(join) for _, _, plan, join in kept]
+                if not open_configs:
+                    closed[group] = plans
+                    continue
+                for plan in plans:
+                    for config in open_configs:
+                        for stripe_config in config.stripe_configs:
+                            if stripe_config.stripe_count > 1:
+                                connecting.setdefault(config.tensor.id, {})[stripe_config] = None
+                        waiting.setdefault(config, []).append(plan)
+    return closed
+
+
+def _described(closed):
+    """Per part group, in order: each plan's costs, parts and configs."""
+    return [
+        (
+            group,
+            [
+                (
+                    p.memory_usage,
+                    p.cycles,
+                    p.part_group,
+                    p.output_config.to_json(),
+                    [c.to_json() for c in p.open_configs],
+                    [c.to_json() for c in p.tensor_configs],
+                )
+                for p in plans
+            ],
+        )
+        for group, plans in closed.items()
+    ]
+
+
+def _two_homes(document):
+    """U65-like homes: every feature map but the graph's inputs and outputs may live in the
+    cascade region or in a big slow one, so closed plans are culled per home."""
+    graph = document.graph
+    boundary = {t.id for t in graph.input_tensors} | {t.id for t in graph.output_tensors}
+    regions = {
+        **document.regions,
+        "DRAM": MemoryRegion("DRAM", 1 << 30, 8, 8, 500, 250, 128),
+    }
+    homes = {
+        t.id: ["DRAM"]
+        if t.is_constant or t.id in boundary
+        else [document.options.cascade_region, "DRAM"]
+        for t in graph.tensors
+    }
+    return regions, homes
+
+
+@needs_shared
+@pytest.mark.parametrize(
+    ("path", "options", "two_homes"),
+    [
+        (KWS, {}, False),
+        (KWS, {"max_plan_size": 3, "max_open_plans": 3, "max_closed_plans": 5}, False),
+        (KWS, {"disable_pareto_plans": True}, False),
+        (SHARED / "golden" / "ic_resnet8_s1_p32k.json", {}, False),
+        (KWS, {}, True),
+    ],
+    ids=["kws", "kws-small-limits", "kws-no-pareto", "resnet8", "kws-two-homes"],
+)
+def test_batched_merging_is_the_plain_merge(path, options, two_homes):
+    document = _document(path, **options)
+    regions, homes = _two_homes(document) if two_homes else (document.regions, document.home_map)
+    plain = PlanContext(document.graph, regions, homes, document.options)
+    batched = PlanContext(load_graph(path).graph, regions, homes, document.options)
+    assert _described(generate_graph_plans(batched)) == _described(_plain_graph_plans(plain))
