@@ -14,6 +14,7 @@ import math
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 from ethosu.vela.api import (
@@ -272,6 +273,7 @@ class _ConstantPool:
 # ---- feature maps ----------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=4096)
 def _strides(frame: tuple[int, ...], layout: Layout, elem: int) -> NpuShape3D:
     _, _, w, c = frame
     if layout == Layout.NHCWB16:
@@ -286,6 +288,7 @@ def _offset(y: int, x: int, c: int, strides: NpuShape3D, layout: Layout, elem: i
     return y * strides.height + x * strides.width + c * elem
 
 
+@lru_cache(maxsize=4096)
 def _quant(q: Quant) -> NpuQuantization:
     scale = None if not q.scale or math.isnan(q.scale) else float(q.scale)
     return NpuQuantization(scale_f32=scale, zero_point=int(q.zero_point))
@@ -438,6 +441,7 @@ class _Emitter:
         self.lut_slots: dict[bytes, int] = {}
         self.blocks = {s.part: s.block for s in schedule.steps if isinstance(s, Stripe)}
         self.filled: set[int] = set()
+        self.encoded: dict[tuple[str, int, int, int], list[bytes]] = {}
 
     def area(self, region: int) -> str:
         if region == REGION_CONSTANTS:
@@ -475,9 +479,14 @@ class _Emitter:
         return found
 
     def streams(self, op: Conv2D, part: int, what: str, lo: int, hi: int) -> list[bytes]:
-        """The per-core streams of a part's weights or scale-bias for channels [lo, hi)."""
-        encode = core_weight_streams if what == "weights" else core_bias_streams
-        return encode(self.accelerator, op, lo, hi, self.block_depth(part))
+        """The per-core streams of a part's weights or scale-bias for channels [lo, hi),
+        made once per schedule (a part's stripes mostly share their channels)."""
+        key = (what, part, lo, hi)
+        found = self.encoded.get(key)
+        if found is None:
+            encode = core_weight_streams if what == "weights" else core_bias_streams
+            found = self.encoded[key] = encode(self.accelerator, op, lo, hi, self.block_depth(part))
+        return found
 
     def core_ranges(
         self, op: Conv2D, stripe: Stripe, what: str, buffer: int

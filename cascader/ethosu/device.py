@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 
 import numpy as np
-from ethosu.vela.api import npu_find_block_configs
+from ethosu.vela.api import NpuResamplingMode, npu_find_block_configs
 from ethosu.vela.architecture_allocator import ArchitectureBlockConfig, try_block_config
 from ethosu.vela.architecture_features import (
     Accelerator,
@@ -145,7 +145,7 @@ def _vela_block_config(
         op.vela_kernel,
         _LUT_BANKS if op.activation == "LUT" else 0,
         op.scaled,
-        resampling_mode_map[op.to_npu_op().ifm_upscale],
+        resampling_mode_map[NpuResamplingMode[op.upscale]],  # as to_npu_op sets it
     )
     if config is None:
         raise ValueError(f"block {block} does not fit {name} SHRAM for {op}")

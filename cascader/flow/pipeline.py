@@ -67,10 +67,29 @@ def _model_bytes(model: str | Path | bytes) -> tuple[bytes, str]:
     return load_tflite(model), Path(model).name
 
 
+_DIGESTS: OrderedDict[int, tuple[bytes, str]] = OrderedDict()
+
+
+def _sha256(model: bytes) -> str:
+    """The model's sha256, remembered for the very bytes object (`load_tflite` hands a sweep
+    the same one every trial, and hashing a 4 MB model took 6 ms a point). The entry holds
+    the object, so its id cannot be reused while the entry lives; only immutable bytes are
+    remembered."""
+    if type(model) is not bytes:
+        return hashlib.sha256(model).hexdigest()
+    found = _DIGESTS.get(id(model))
+    if found is not None and found[0] is model:
+        _DIGESTS.move_to_end(id(model))
+        return found[1]
+    sha = hashlib.sha256(model).hexdigest()
+    _remember(_DIGESTS, id(model), (model, sha), _FRONT_CACHE_SIZE)
+    return sha
+
+
 def front_half(model: bytes, accelerator: str) -> Front:
     """Import, partition and legalize `model` and build its cascader graph for `accelerator`
     (cached per model sha256 and accelerator, least recently used first out)."""
-    sha = hashlib.sha256(model).hexdigest()
+    sha = _sha256(model)
     key = (sha, accelerator)
     found = _FRONTS.get(key)
     if found is not None:

@@ -77,6 +77,7 @@ ALIGN = 16  # NPU feature-map and DMA addresses are 16-byte aligned
 BLOCK_POLICIES = ("fastest", "cascader")
 HILL_CLIMB_ITERATIONS = 1000
 REGION_CONSTANTS, REGION_ARENA, REGION_FAST = 0, 1, 2
+_READ_BOXES_KEPT = 1 << 16  # (part, output box) -> input boxes per network: tens of MB
 
 
 class ScheduleError(ValueError):
@@ -110,6 +111,22 @@ class Network:
                 if self.graph.parts[pid].output.id != final:
                     merged[self.graph.parts[pid].output.id] = final
         return merged
+
+    @cached_property
+    def _read_boxes(self) -> dict[tuple[int, Box], tuple[tuple[Box, ...], tuple[int, ...]]]:
+        return {}
+
+    def input_boxes(self, part: int, ofm: Box) -> tuple[tuple[Box, ...], tuple[int, ...]]:
+        """`input_boxes` of the part's op, remembered: a schedule asks for the same boxes
+        stripe after stripe, and a sweep's schedules of one network for many of the same."""
+        memo = self._read_boxes
+        key = (part, ofm)
+        found = memo.get(key)
+        if found is None:
+            if len(memo) >= _READ_BOXES_KEPT:
+                memo.clear()
+            found = memo[key] = input_boxes(self.ops[part], ofm)
+        return found
 
     def feature_map(self, tid: int) -> NpuTensor:
         """The 4-D feature map behind graph tensor `tid`, as its producer writes it or, for a
@@ -181,8 +198,9 @@ class Box:
     start: tuple[int, ...]
     shape: tuple[int, ...]
 
-    @property
+    @cached_property
     def end(self) -> tuple[int, ...]:
+        """Kept once computed: the scheduler asks a box for its end again and again."""
         return tuple(s + n for s, n in zip(self.start, self.shape, strict=True))
 
     @property
@@ -676,7 +694,7 @@ class _Builder:
                 if mode == "window":
                     holds.clear()
                 holds.add(ofm)
-                ifms, padding = input_boxes(op, ofm)
+                ifms, padding = net.input_boxes(pid, ofm)
                 ifm_refs = []
                 for slot, ifm_box in enumerate(ifms):
                     tensor = part.inputs[slot]
@@ -859,7 +877,7 @@ class _Builder:
             if part.in_line:
                 boxes = (_full(net.ops[pid].ifm.shape),)
             else:
-                boxes, _ = input_boxes(net.ops[pid], computes)
+                boxes, _ = net.input_boxes(pid, computes)
             for slot, ifm_box in enumerate(boxes):
                 tensor = part.inputs[slot]
                 producer = self.produced_by.get(tensor.id)
@@ -889,7 +907,7 @@ class _Builder:
             if part.in_line:
                 continue
             op = net.ops[pid]
-            boxes = [input_boxes(op, r[pid])[0] for r in required_by_stripe if pid in r]
+            boxes = [net.input_boxes(pid, r[pid])[0] for r in required_by_stripe if pid in r]
             for slot, tensor in enumerate(part.inputs):
                 place = plan.placements[pid, slot]
                 if not place.copy or _scalar(op, slot):
@@ -938,7 +956,7 @@ class _Builder:
             largest = max(boxes, key=lambda b: (math.prod(b.shape), b.shape))
             if plan.depth_slices:  # Vela picks the block for the whole op, then slices it
                 largest = _full(op.ofm.shape)
-            ifms, _ = input_boxes(op, largest)
+            ifms, _ = self.net.input_boxes(pid, largest)
             if largest.shape == tuple(op.ofm.shape):  # whole: as Vela sees the op
                 ifms = tuple(_full(t.shape) for t in _feature_inputs(op))
             areas = (

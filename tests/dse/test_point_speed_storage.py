@@ -1,0 +1,100 @@
+"""The ticket storage keeps waiting tickets and its own trial in memory between reads (Optuna's
+storage cache reads every unfinished trial before each suggestion), and what it returns stays
+what the database holds: a ticket claimed, finished or issued by another process shows up at
+once. The garbage collector runs between trials, and still frees what trials leave."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from pathlib import Path
+
+import optuna
+import pytest
+
+from dse.study import open_storage
+from dse.tickets import issue, run_issued
+
+
+def _view(study: optuna.Study) -> list[tuple]:
+    return [
+        (t.number, t.state, t.params, t.distributions, t.values, t.user_attrs, t.system_attrs)
+        for t in study.get_trials(deepcopy=False)
+    ]
+
+
+def test_remembered_tickets_agree_with_the_database(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    mine = optuna.create_study(
+        storage=open_storage(url, heartbeat=False), study_name="s", directions=["minimize"] * 2
+    )
+    seeds = [{"sram_units": 4096 * (k + 1)} for k in range(4)]
+    assert issue(mine, 6, None, "test", seeds) == 6
+    first = mine.get_trials(deepcopy=False)
+    again = mine.get_trials(deepcopy=False)
+    assert [t.state for t in first] == [optuna.trial.TrialState.WAITING] * 6
+    assert all(a is b for a, b in zip(first, again, strict=True))  # not read again
+
+    other = optuna.load_study(study_name="s", storage=open_storage(url, heartbeat=False))
+    trial = other.ask()  # another worker claims the first ticket and finishes it
+    trial.suggest_int("sram_units", 16, 1 << 20, log=True)
+    other.tell(trial, [1.0, 2.0])
+    taken = other.ask()  # and claims the second
+    issue(other, 1, None, "test", [{"sram_units": 99}])
+
+    fresh = optuna.load_study(study_name="s", storage=open_storage(url, heartbeat=False))
+    assert _view(mine) == _view(fresh)
+    states = [t.state for t in mine.get_trials(deepcopy=False)]
+    assert states[:2] == [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.RUNNING]
+    assert len(states) == 7 and taken.number == 1
+    assert mine.get_trials(deepcopy=False)[0].values == [1.0, 2.0]
+
+
+@pytest.mark.filterwarnings("ignore:Choices for a categorical")  # a tuple comes back a list
+def test_a_claimed_trial_read_from_memory_shows_every_write(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(
+        storage=open_storage(url, heartbeat=False), study_name="s", directions=["minimize"] * 2
+    )
+    issue(study, 2, None, "test")
+    trial = study.ask()
+    seen = []
+    for name in ("a", "b"):
+        trial.suggest_int(name, 0, 10)
+        trial.suggest_categorical(f"{name}_kind", [(1, 2), "x", None])
+        trial.set_user_attr(name, {"tuple": (1, 2.5)})  # JSON makes it a list
+        trial.set_constraint(f"over_{name}", 1.5)
+        running = study.get_trials(deepcopy=False)[trial.number]
+        assert running is study.get_trials(deepcopy=False)[trial.number]  # unchanged: kept
+        seen.append((dict(running.params), dict(running.user_attrs)))
+    assert seen[1][0].keys() == {"a", "a_kind", "b", "b_kind"}
+    assert seen[1][1] == {"a": {"tuple": [1, 2.5]}, "b": {"tuple": [1, 2.5]}}
+    fresh = optuna.load_study(study_name="s", storage=open_storage(url, heartbeat=False))
+    assert _view(study) == _view(fresh)
+    study.tell(trial, [1.0, 2.0])
+    assert _view(study) == _view(fresh)
+
+
+def test_garbage_of_trials_is_collected_between_them(tmp_path: Path) -> None:
+    class Node:
+        pass
+
+    alive: weakref.WeakSet[Node] = weakref.WeakSet()
+    paused = []
+
+    def objective(trial: optuna.Trial) -> list[float]:
+        node = Node()
+        node.me = node  # a cycle: only the collector frees it
+        alive.add(node)
+        paused.append(not gc.isenabled())
+        return [float(trial.suggest_int("x", 0, 10)), 1.0]
+
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(
+        storage=open_storage(url, heartbeat=False), study_name="s", directions=["minimize"] * 2
+    )
+    issue(study, 4, None, "test")
+    assert gc.isenabled()
+    run_issued(study, objective, [])
+    assert paused == [True] * 4
+    assert gc.isenabled() and not alive
