@@ -14,6 +14,9 @@ must be identical.
     PYTHONPATH=/tmp/old python benchmarks/core_equivalence.py run /tmp/eq -o /tmp/before.json
     python benchmarks/core_equivalence.py run /tmp/eq -o /tmp/after.json
     python benchmarks/core_equivalence.py compare /tmp/before.json /tmp/after.json
+
+`--only TEXT` (graphs, run) limits either step to the cases whose name contains TEXT, e.g.
+`--only _vela` for the "vela" cost model's cases.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from cascader.core.options import CascaderOptions
 from cascader.testing.shared import shared_dir
 
 MULTI = {"enable_multi_dimensional_striping": True}
+VELA = {"cost_model": "vela"}
 U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
 U65 = ("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram")
 # name: (model stem, system, cascader options beyond striping on)
@@ -51,8 +55,12 @@ CASES: dict[str, tuple[str, tuple[str, str, str], dict]] = {
         {**MULTI, "stripe_factors": 3, "disable_pareto_plans": True},
     ),
     "mobilenet_v2_u65_multi_sf5": ("mobilenet_v2_100_224", U65, MULTI),
+    "mobilenet_v2_u65_multi_sf5_vela": ("mobilenet_v2_100_224", U65, {**MULTI, **VELA}),
     "kws_dscnn_multi_sf5": ("kws_dscnn", U55, MULTI),
+    "kws_dscnn_multi_sf5_vela": ("kws_dscnn", U55, {**MULTI, **VELA}),
+    "kws_dscnn_1d_sf5_vela": ("kws_dscnn", U55, VELA),
     "vww_mobilenet_v1_025_multi_sf5": ("vww_mobilenet_v1_025", U55, MULTI),
+    "vww_mobilenet_v1_025_multi_sf5_vela": ("vww_mobilenet_v1_025", U55, {**MULTI, **VELA}),
     "ic_resnet8_multi_sf5": ("ic_resnet8", U55, MULTI),
     "ic_resnet8_multi_sf5_vela": ("ic_resnet8", U55, {**MULTI, "cost_model": "vela"}),
     "ic_resnet8_u65_multi_sf5_vela": ("ic_resnet8", U65, {**MULTI, "cost_model": "vela"}),
@@ -61,7 +69,12 @@ CASES: dict[str, tuple[str, tuple[str, str, str], dict]] = {
 POOL = 1 << 20
 
 
-def build_graphs(folder: Path) -> None:
+def _selected(only: str | None) -> list[str]:
+    """The cases whose name contains `only` (all without it)."""
+    return [name for name in CASES if only is None or only in name]
+
+
+def build_graphs(folder: Path, only: str | None = None) -> None:
     """One graph document (graph, regions, homes, options) per case, from the flow."""
     from cascader.ethosu.memory import system_memory
     from cascader.flow.cascader_graph import graph_document
@@ -70,7 +83,8 @@ def build_graphs(folder: Path) -> None:
 
     models = shared_dir() / "models"
     folder.mkdir(parents=True, exist_ok=True)
-    for name, (model, (accelerator, system, mode), options) in CASES.items():
+    for name in _selected(only):
+        model, (accelerator, system, mode), options = CASES[name]
         front = front_half(load_tflite(str(models / f"{model}.tflite")), accelerator)
         memory = system_memory(accelerator, system, mode, POOL)
         document = graph_document(
@@ -95,10 +109,10 @@ def _plan(plan) -> dict:
     }
 
 
-def run_cases(folder: Path) -> dict:
+def run_cases(folder: Path, only: str | None = None) -> dict:
     """Per case: its seconds and every proposal in full."""
     results = {}
-    for name in CASES:
+    for name in _selected(only):
         document = load_graph(folder / f"{name}.json")
         start = time.perf_counter()
         result = cascade(document.graph, document.regions, document.home_map, document.options)
@@ -141,17 +155,19 @@ def main() -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     graphs = commands.add_parser("graphs", help="build the case graphs (needs TVM)")
     graphs.add_argument("folder", type=Path)
+    graphs.add_argument("--only", help="just the cases whose name contains this")
     run = commands.add_parser("run", help="run the core on the case graphs")
     run.add_argument("folder", type=Path)
     run.add_argument("-o", "--output", type=Path, required=True)
+    run.add_argument("--only", help="just the cases whose name contains this")
     check = commands.add_parser("compare", help="compare two runs")
     check.add_argument("before", type=Path)
     check.add_argument("after", type=Path)
     args = parser.parse_args()
     if args.command == "graphs":
-        build_graphs(args.folder)
+        build_graphs(args.folder, args.only)
     elif args.command == "run":
-        args.output.write_text(json.dumps(run_cases(args.folder)))
+        args.output.write_text(json.dumps(run_cases(args.folder, args.only)))
     else:
         before = json.loads(args.before.read_text())
         return 1 if compare(before, json.loads(args.after.read_text())) else 0

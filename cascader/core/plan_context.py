@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 import numpy as np
 
@@ -115,6 +116,7 @@ class PlanContext:
     _constant_copy: dict = field(default_factory=dict)
     _slack: dict = field(default_factory=dict)
     _vela_costs: dict = field(default_factory=dict)
+    _factors: dict = field(default_factory=dict)
     _region_matrices: dict = field(default_factory=dict)
     _per_byte: dict = field(default_factory=dict)
     _burst: dict = field(default_factory=dict)
@@ -262,13 +264,17 @@ class PlanContext:
         if found is not None:
             return found
         costs = part.block_costs(config, mode)
-        factors = np.stack(
-            [
-                self._cycles_per_byte(part, config, costs, slot, area)
-                for slot, area in enumerate(areas)
-            ],
-            axis=1,
-        )
+        # Output modes and constant areas share these (they depend on the stripe shape).
+        factors_key = (part.id, config.shape, areas)
+        factors = self._factors.get(factors_key)
+        if factors is None:
+            factors = self._factors[factors_key] = np.stack(
+                [
+                    self._cycles_per_byte(part, config, costs, slot, area)
+                    for slot, area in enumerate(areas)
+                ],
+                axis=1,
+            )
         access = (costs.moved_bytes * factors) @ self._region_matrix(areas)
         compute = chosen_by = costs.compute_cycles
         bound = getattr(part, "command_bound_cycles", None)
@@ -292,7 +298,7 @@ class PlanContext:
                 region = self.regions[areas[slot]]
                 choice[:, slot] = 1.0 / region.read_bandwidth if slot == weights else 0.0
         chosen_access = (costs.moved_bytes * choice) @ self._region_matrix(areas)
-        best = int(np.argmin(np.maximum(chosen_by, chosen_access.max(axis=1))))
+        best = int(np.argmin(np.maximum(chosen_by, np.maximum.reduce(chosen_access, axis=1))))
         found = (float(compute[best]), tuple(access[best].tolist()))
         self._vela_costs[key] = found
         return found
@@ -332,7 +338,7 @@ class PlanContext:
                 # Stripes of most shapes see the same blocks (an EthosuPart's input blocks
                 # are its configs' own), so the efficiencies are kept per block list.
                 side = 0 if is_read else 1
-                blocks = tuple(shapes[side] for shapes in costs.block_shapes)
+                blocks = tuple(map(itemgetter(side), costs.block_shapes))
                 burst_key = (tensor.id, blocks, area, is_read)
                 found = self._burst.get(burst_key)
                 if found is None:

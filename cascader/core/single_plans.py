@@ -1,9 +1,10 @@
 """Single-part plans: one per (output stripe config, input config choice, output config) of
-a part, costed by the plan context's cost model; the `tvm` model's as arrays."""
+a part, costed by the plan context's cost model over all combinations of input choices at
+once (arrays), Plan objects built only for the plans kept."""
 
 from __future__ import annotations
 
-import itertools
+import math
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -36,13 +37,6 @@ def _accumulate(terms: list[np.ndarray]) -> np.ndarray:
     return total
 
 
-def _combinations(options: list[list[TensorConfig]]) -> list[tuple[TensorConfig, ...]]:
-    """Every choice of one config per input; the first input varies fastest (original order)."""
-    if not options:
-        return []
-    return [tuple(reversed(c)) for c in itertools.product(*reversed(options))]
-
-
 def generate_single_plans(
     part: Part,
     output_stripe_configs: list[StripeConfig],
@@ -55,7 +49,7 @@ def generate_single_plans(
     Costs are computed per input config choice, then summed for every combination of
     choices at once."""
     if ctx.options.cost_model == "vela":
-        return SinglePlans.of(_vela_single_plans(part, output_stripe_configs, ctx, joinable))
+        return _vela_single_plans(part, output_stripe_configs, ctx, joinable)
     cascade = ctx.cascade
     regions = ctx.regions
     rows: list[tuple[list[list[TensorConfig]], list[TensorConfig]]] = []
@@ -166,7 +160,7 @@ def _vela_single_plans(
     output_stripe_configs: list[StripeConfig],
     ctx: PlanContext,
     joinable: Callable[[TensorConfig], bool] | None,
-) -> list[Plan]:
+) -> SinglePlans:
     """`generate_single_plans` under the "vela" cost model: a plan costs what the flow's
     evaluator (Vela's performance model over the plan's stripe schedule) charges the op: the
     largest of its NPU cycles and each memory region's access cycles (the bytes the NPU reads
@@ -176,18 +170,22 @@ def _vela_single_plans(
     stripes before it, all but the first, which runs under the previous op (`copy_slack`).
     The copied constants' reads are not access cycles. The evaluator sees an op's constants
     as copied only when its weights are: a scale-bias copied alone counts as read where it
-    is homed. Feature-map copies overlap the compute."""
-    plans: list[Plan] = []
-    group = 1 << part.id
-    cascade = ctx.cascade
+    is homed. Feature-map copies overlap the compute.
+    Per output stripe config, the op's cost is asked once per distinct set of areas the
+    combinations of input choices read from, and spread over the combinations with numpy."""
     weights = getattr(part, "weight_tensor_idx", -1)
     slack = ctx.copy_slack(part) if weights >= 0 else 0.0
     encodings = [part_encoding(part, slot) for slot in range(len(part.inputs))]
-    for output_stripe_config, input_stripe_configs, outputs, wanted in _stripe_choices(
+    rows: list[tuple[list[list[TensorConfig]], list[TensorConfig]]] = []
+    # Per row: its plans' memory and cycles (combination-major, then kept output: the
+    # original's plan order), its combination count, its kept outputs' positions and
+    # numbers, and each combination's open inputs' number.
+    memory, cycles, counts, kept_outputs, output_numbers, open_numbers = ([] for _ in range(6))
+    outputs: dict[TensorConfig, int] = {}
+    open_inputs: dict[tuple[TensorConfig, ...], int] = {}
+    for output_stripe_config, input_stripe_configs, outs, wanted in _stripe_choices(
         part, output_stripe_configs, ctx, joinable
     ):
-        # Per input option: (config, memory, overlapped DMA cycles, constant copy bytes
-        # (all, first), area read when the weights are copied, when they are not).
         options = [
             [
                 _vela_input(ctx, config, weights >= 0, encoding)
@@ -197,53 +195,200 @@ def _vela_single_plans(
                 input_stripe_configs, part.inputs, encodings, strict=True
             )
         ]
-        for combo in _combinations(options):
-            inputs = tuple(c[0] for c in combo)
-            open_inputs = tuple(c for c in inputs if c.state == INTERIOR)
-            input_memory = sum(c[1] for c in combo)
-            dma = sum(c[2] for c in combo)
-            copied = weights >= 0 and inputs[weights].copy_tensor
+        if not options or not all(options):
+            continue
+        row = _VelaRow(part, ctx, options, weights, slack)
+        kept = [o for o, keep in enumerate(wanted) if keep]
+        row_cycles = np.empty((row.count, len(kept)), dtype=np.int64)
+        row_memory = np.empty((row.count, len(kept)), dtype=np.int64)
+        for column, o in enumerate(kept):
+            out = outs[o]
+            row_cycles[:, column] = row.cycles(output_stripe_config, out)
+            boundary = out.home_region == ctx.cascade and out.state == BOUNDARY
+            row_memory[:, column] = row.memory + (out.tensor.size if boundary else 0)
+        codes, firsts = row.open_codes()
+        local = [
+            open_inputs.setdefault(
+                tuple(c for c in _choice(row.configs, first) if c.state == INTERIOR),
+                len(open_inputs),
+            )
+            for first in firsts
+        ]
+        memory.append(row_memory.reshape(-1))
+        cycles.append(row_cycles.reshape(-1))
+        counts.append(row.count)
+        kept_outputs.append(kept)
+        output_numbers.append([outputs.setdefault(outs[o], len(outputs)) for o in kept])
+        open_numbers.append(np.array(local, dtype=np.int64)[codes])
+        rows.append((row.configs, outs))
+    if not rows:
+        empty = np.zeros(0, dtype=np.int64)
+        return SinglePlans(empty, empty, [], empty, [], empty, rows.__getitem__)
+    memory_all, cycles_all = np.concatenate(memory), np.concatenate(cycles)
+    widths = np.array([len(kept) for kept in kept_outputs], dtype=np.int64)
+    plans_per_row = np.array(counts, dtype=np.int64) * widths
+    row_of = np.repeat(np.arange(len(rows), dtype=np.int64), plans_per_row)
+    position = (
+        np.arange(len(row_of), dtype=np.int64) - (np.cumsum(plans_per_row) - plans_per_row)[row_of]
+    )
+    combo_of, kept_at = np.divmod(position, widths[row_of])
+    kept_at += (np.cumsum(widths) - widths)[row_of]  # into the rows' kept outputs, joined
+    out_of = np.array([o for kept in kept_outputs for o in kept], dtype=np.int64)[kept_at]
+    output_index = np.array([n for ns in output_numbers for n in ns], dtype=np.int64)[kept_at]
+    opens = list(open_inputs)
+    open_index = np.repeat(np.concatenate(open_numbers), np.repeat(widths, counts))
+    group, cascade = 1 << part.id, ctx.cascade
+
+    def build(index: int) -> Plan:
+        configs, row_outputs = rows[int(row_of[index])]
+        o = int(out_of[index])
+        output = row_outputs[o]
+        open_configs = opens[int(open_index[index])]
+        # The original appended every output config tried so far, not just this one.
+        return Plan(
+            (*_choice(configs, int(combo_of[index])), *row_outputs[: o + 1]),
+            (*open_configs, output) if output.state == INTERIOR else open_configs,
+            output,
+            group,
+            cascade,
+            int(memory_all[index]),
+            int(cycles_all[index]),
+        )
+
+    return SinglePlans(
+        memory_all, cycles_all, list(outputs), output_index, opens, open_index, build
+    )
+
+
+class _VelaRow:
+    """The combinations of input choices of one output stripe config under the "vela" cost
+    model (`_vela_single_plans`), the first input varying fastest: each one's cascade-region
+    bytes, overlapped DMA cycles, constant copy cycles on the NPU and the areas it reads."""
+
+    def __init__(
+        self, part: Part, ctx: PlanContext, options: list[list[tuple]], weights: int, slack: float
+    ) -> None:
+        self.part, self.ctx = part, ctx
+        self.configs = [[option[0] for option in choices] for choices in options]
+        sizes = [len(choices) for choices in options]
+        self.count = math.prod(sizes)
+        combination = np.arange(self.count, dtype=np.int64)
+        self.picks = []
+        step = 1
+        for size in sizes:
+            self.picks.append(combination // step % size)
+            step *= size
+        self.memory = sum(
+            np.array([o[1] for o in choices], dtype=np.int64)[pick]
+            for choices, pick in zip(options, self.picks, strict=True)
+        )
+        dma = np.zeros(self.count)
+        for choices, pick in zip(options, self.picks, strict=True):
+            dma = dma + np.array([o[2] for o in choices])[pick]
+        self.dma = dma
+        self.weights = weights
+        self.copied = np.zeros(self.count, dtype=bool)
+        self.npu_extra = np.zeros(self.count)
+        if weights >= 0:
+            self.copied = np.array([c.copy_tensor for c in self.configs[weights]])[
+                self.picks[weights]
+            ]
+            self.npu_extra = self._constant_copies(options, slack)
+        # Per combination: which areas it reads, as an index into `self.area_sets`.
+        self.area_sets: list[tuple[tuple[str | None, ...], str | None]] = []
+        names: dict[str | None, int] = {}
+        code = np.zeros(self.count, dtype=np.int64)
+        for slot, choices in enumerate(options):
+            ids = np.array(
+                [[names.setdefault(o[5], len(names)), names.setdefault(o[4], len(names))]
+                 for o in choices],
+                dtype=np.int64,
+            )  # fmt: skip
+            code = code * (len(ctx.regions) + 2) + ids[self.picks[slot], self.copied.astype(int)]
+        code = code * 2 + self.copied.astype(np.int64)
+        if weights >= 0:
+            # The constants' area when the weights are not copied: their home.
+            homes = [names.setdefault(c.home_region, len(names)) for c in self.configs[weights]]
+            code = code * (len(ctx.regions) + 2) + np.array(homes)[self.picks[weights]]
+        first, self.area_of = _first_appearances(code)
+        for combo in first:
+            copied = bool(self.copied[combo])
+            areas = tuple(
+                choices[int(pick[combo])][4 if copied else 5]
+                for choices, pick in zip(options, self.picks, strict=True)
+            )
             const_area = None
             if weights >= 0:
-                const_area = cascade if copied else inputs[weights].home_region
-            npu_extra = 0.0
-            if copied:
-                areas = tuple(c[4] for c in combo)
-                total = sum(c[3][0] for c in combo)
-                first = sum(c[3][1] for c in combo)
-                full = ctx.mem2mem(inputs[weights].home_region, cascade, total)
-                npu_extra = full - min(ctx.mem2mem(inputs[weights].home_region, cascade, first),
-                                       slack)  # fmt: skip
-            else:
-                areas = tuple(c[5] for c in combo)
-            tensor_configs = inputs
-            for out, keep in zip(outputs, wanted, strict=True):
-                tensor_configs = (*tensor_configs, out)
-                if not keep:
-                    continue
-                compute, access = ctx.vela_cost(
-                    part,
-                    output_stripe_config,
-                    out.buffer_mode,
-                    (*areas, out.copy_region),
-                    const_area,
-                )
-                cycles = int(max(compute + npu_extra, dma, *access))
-                boundary = out.home_region == cascade and out.state == BOUNDARY
-                memory = out.tensor.size if boundary else 0
-                open_configs = (*open_inputs, out) if out.state == INTERIOR else open_inputs
-                plans.append(
-                    Plan(
-                        tensor_configs,
-                        open_configs,
-                        out,
-                        group,
-                        cascade,
-                        input_memory + memory,
-                        cycles,
-                    )
-                )
-    return plans
+                home = self.configs[weights][int(self.picks[weights][combo])].home_region
+                const_area = ctx.cascade if copied else home
+            self.area_sets.append((areas, const_area))
+
+    def _constant_copies(self, options: list[list[tuple]], slack: float) -> np.ndarray:
+        """NPU cycles the DMA copies of the op's constants add, per combination: the whole
+        copy but the first slice's, which hides under the previous op (up to `slack`); only
+        the constants' choices matter, so each of their combinations is costed once."""
+        ctx, weights = self.ctx, self.weights
+        slots = [s for s, choices in enumerate(options) if any(o[3] != (0.0, 0.0) for o in choices)]
+        slots = sorted({*slots, weights})
+        key = np.zeros(self.count, dtype=np.int64)
+        for slot in slots:
+            key = key * len(options[slot]) + self.picks[slot]
+        first, inverse = _first_appearances(key)
+        extra = []
+        for combo in first:
+            chosen = [
+                choices[int(pick[combo])] for choices, pick in zip(options, self.picks, strict=True)
+            ]
+            home = chosen[weights][0].home_region
+            if not chosen[weights][0].copy_tensor:
+                extra.append(0.0)
+                continue
+            total = sum(c[3][0] for c in chosen)
+            first_bytes = sum(c[3][1] for c in chosen)
+            full = ctx.mem2mem(home, ctx.cascade, total)
+            extra.append(full - min(ctx.mem2mem(home, ctx.cascade, first_bytes), slack))
+        return np.array(extra)[inverse]
+
+    def cycles(self, config: StripeConfig, out: TensorConfig) -> np.ndarray:
+        """Per combination: the plan's cycles with output config `out`, the largest of the
+        NPU cycles, the overlapped DMA and each region's access cycles."""
+        compute = np.empty(len(self.area_sets))
+        access = np.empty(len(self.area_sets))
+        for index, (areas, const_area) in enumerate(self.area_sets):
+            npu, regions = self.ctx.vela_cost(
+                self.part, config, out.buffer_mode, (*areas, out.copy_region), const_area
+            )
+            compute[index], access[index] = npu, max(regions)
+        npu = compute[self.area_of] + self.npu_extra
+        return np.maximum(np.maximum(npu, self.dma), access[self.area_of]).astype(np.int64)
+
+    def open_codes(self) -> tuple[np.ndarray, list[int]]:
+        """Per combination, which set of INTERIOR input choices it has, numbered in order of
+        first appearance; and a combination having each."""
+        code = np.zeros(self.count, dtype=np.int64)
+        for configs, pick in zip(self.configs, self.picks, strict=True):
+            interior = np.array(
+                [i + 1 if c.state == INTERIOR else 0 for i, c in enumerate(configs)],
+                dtype=np.int64,
+            )
+            code = code * (len(configs) + 1) + interior[pick]
+        first, inverse = _first_appearances(code)
+        return inverse, first
+
+
+def _first_appearances(codes: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """(index of the first occurrence of each distinct code, in order of appearance; each
+    entry's number in that order). A row has few combinations: a dictionary beats sorting."""
+    numbers: dict[int, int] = {}
+    first = []
+    inverse = []
+    for index, code in enumerate(codes.tolist()):
+        number = numbers.get(code)
+        if number is None:
+            number = numbers[code] = len(first)
+            first.append(index)
+        inverse.append(number)
+    return first, np.array(inverse, dtype=np.int64)
 
 
 def _vela_input(
@@ -290,32 +435,15 @@ class SinglePlans:
     def __len__(self) -> int:
         return len(self.memory)
 
+    def __iter__(self) -> Iterator[Plan]:
+        """Every plan, in order, built."""
+        return (self.plan(index) for index in range(len(self)))
+
     def plan(self, index: int) -> Plan:
         found = self._plans.get(index)
         if found is None:
             found = self._plans[index] = self._build(index)
         return found
-
-    @classmethod
-    def of(cls, plans: list[Plan]) -> SinglePlans:
-        """Plans already built (the "vela" cost model's)."""
-        outputs: dict[TensorConfig, int] = {}
-        open_inputs: dict[tuple[TensorConfig, ...], int] = {}
-        output, open_input = [], []
-        for plan in plans:
-            out = plan.output_config
-            output.append(outputs.setdefault(out, len(outputs)))
-            opens = plan.open_configs[:-1] if out.state == INTERIOR else plan.open_configs
-            open_input.append(open_inputs.setdefault(opens, len(open_inputs)))
-        return cls(
-            np.array([p.memory_usage for p in plans], dtype=np.int64),
-            np.array([p.cycles for p in plans], dtype=np.int64),
-            list(outputs),
-            np.array(output, dtype=np.int64),
-            list(open_inputs),
-            np.array(open_input, dtype=np.int64),
-            plans.__getitem__,
-        )
 
 
 def _single_costs(

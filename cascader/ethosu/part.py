@@ -33,6 +33,41 @@ def _outer(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a[:, :, None] * b[:, None, :]).reshape(max(len(a), len(b)), -1)
 
 
+# Window elements above which summing only the distinct windows pays for finding them.
+_DEDUPLICATE_ABOVE = 1 << 16
+
+
+def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(index of one occurrence of each distinct row, which distinct row each row is) of a
+    2-D integer array, rows coded as one integer each (sorting rows whole is slow); None
+    when the columns' ranges are too wide to code that way."""
+    low, high = rows.min(axis=0), rows.max(axis=0)
+    spans = [int(v) for v in high - low + 1]
+    if math.prod(spans) >= 1 << 62:
+        return None
+    code = np.zeros(len(rows), dtype=np.int64)
+    for column, start, span in zip(rows.T, low.tolist(), spans, strict=True):
+        code = code * span + (column - start)
+    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
+
+
+def _window_sums(
+    offset: np.ndarray,
+    stride: np.ndarray,
+    length: np.ndarray,
+    extent: np.ndarray,
+    count: np.ndarray,
+) -> np.ndarray:
+    """Elements read along one axis by `count` windows of `length` starting at `offset` and
+    `stride` apart, each clipped to [0, `extent`) (a window wholly inside reads its full
+    length, which the clipped one equals), per row of the arguments."""
+    k = np.arange(int(count.max()), dtype=np.int64)
+    start = offset[:, None] + k * stride[:, None]
+    size = np.minimum(start + length[:, None], extent[:, None]) - np.maximum(start, 0)
+    return np.where(k < count[:, None], np.maximum(size, 0), 0).sum(axis=1)
+
+
 # Ops whose IFM Vela counts block by block (npu_performance.measure_element_access): every
 # OFM block fetches one IFM block per sub-kernel, a convolution's across the whole IFM depth
 # for each OFM depth block, a depthwise or pooling one across the IFM depth once.
@@ -101,16 +136,22 @@ class EthosuPart(Part):
             [(b.compute_cycles, b.output_cycles) for b in vela], dtype=np.int64
         )
         self._block_costs: dict[tuple[StripeConfig, bool], BlockCosts] = {}
+        self._has_dpu = self._block_cycles[:, 0] > 0
+        self._all_dpu = bool(self._has_dpu.all())
         # Per (config, rolls): the per-block terms `command_bound_cycles` recombines.
         self._block_terms: dict[tuple[StripeConfig, bool], tuple] = {}
         self._clipped_blocks: dict[tuple[int, ...], tuple] = {}
         self._reads: dict[tuple[int, ...], np.ndarray] = {}  # per shape: blocks x inputs
+        self._ifm_block_bytes: dict[tuple[int, ...], np.ndarray] = {}
         self._vela_reads = self._reads if self._shared_blocks else {}
         self._block_volume = np.prod(np.maximum(self._vela_out, 1), axis=1)
         # Output axes whose clipping shrinks a block's DPU work: the depth (NHCWB16: the
         # bricks and the 16 channels in each).
         self._depth_axes = (2, 4) if len(self.output_quantum) == 5 else (3,)
         self._block_shapes = tuple((tuple(b.input_shape), tuple(b.output_shape)) for b in vela)
+        self._block_ifms = tuple(ifm for ifm, _ in self._block_shapes)
+        # Whether every output block shape has all the block array's axes (none padded).
+        self._full_blocks = all(len(b.output_shape) == vela_dims for b in vela)
         self._ifm_blocks = np.array(
             [(1, 1, 1, *b.input_shape)[-3:] for b in vela], dtype=np.int64
         )  # (height, width, depth), NHWC
@@ -145,14 +186,28 @@ class EthosuPart(Part):
             in_stride = np.trunc((blocks @ lin.T).astype(np.float32)).astype(np.int64)
             in_stripes = stripes @ prop._nonzero.T
             in_stripes[in_stripes == 0] = 1
-            k = np.arange(int(in_stripes.max()), dtype=np.int64)
-            start = np.asarray(prop.offset, dtype=np.int64)[:, None] + k * in_stride[:, :, None]
-            end = start + in_shape[0]
-            # A block's read is its input window clipped to the input extent (a window wholly
-            # inside reads its full shape, which the clipped length equals).
-            size = np.minimum(end[None], in_extent) - np.maximum(start, 0)[None]
-            size = np.where(k < in_stripes[..., None], np.maximum(size, 0), 0)
-            result[:, :, i] = np.prod(size.sum(axis=3), axis=2) * tensor.dtype_bytes
+            # Per (shape, block config, input axis): the axis' windows, as (offset, stride,
+            # length, extent, count); few are distinct, so each is summed once.
+            offset = np.asarray(prop.offset, dtype=np.int64)
+            windows = np.stack(
+                np.broadcast_arrays(
+                    offset[None, None, :],
+                    in_stride[None],
+                    in_shape[0, :, :, 0][None],
+                    in_extent[:, 0, :, 0][:, None],
+                    in_stripes,
+                ),
+                axis=-1,
+            ).reshape(-1, 5)
+            distinct = None
+            if len(windows) * int(in_stripes.max()) > _DEDUPLICATE_ABOVE:
+                distinct = _distinct_rows(windows)
+            if distinct is None:
+                sums = _window_sums(*windows.T)
+            else:
+                sums = _window_sums(*windows[distinct[0]].T)[distinct[1]]
+            sums = sums.reshape(in_stripes.shape)
+            result[:, :, i] = np.prod(sums, axis=2) * tensor.dtype_bytes
         if self.weight_tensor_idx != -1:
             spatial = all_stripes[:, :, self._height_idx] * all_stripes[:, :, self._width_idx]
             result[:, :, self.weight_tensor_idx] *= spatial
@@ -270,15 +325,18 @@ class EthosuPart(Part):
 
     def ifm_block_bytes(self, config: StripeConfig) -> np.ndarray:
         """Bytes of one IFM block per block config, clipped to the IFM of a stripe of
-        `config` (what Vela's per-block command waits for)."""
-        height, width, depth = self._ifm_stripe(config)
-        blocks = self._ifm_blocks
-        return (
-            np.minimum(blocks[:, 0], height)
-            * np.minimum(blocks[:, 1], width)
-            * np.minimum(blocks[:, 2], depth)
-            * self.inputs[0].dtype_bytes
-        ).astype(np.float64)
+        `config` (what Vela's per-block command waits for); memoised per stripe shape."""
+        found = self._ifm_block_bytes.get(config.shape)
+        if found is None:
+            height, width, depth = self._ifm_stripe(config)
+            blocks = self._ifm_blocks
+            found = self._ifm_block_bytes[config.shape] = (
+                np.minimum(blocks[:, 0], height)
+                * np.minimum(blocks[:, 1], width)
+                * np.minimum(blocks[:, 2], depth)
+                * self.inputs[0].dtype_bytes
+            ).astype(np.float64)
+        return found
 
     def _ifm_stripe(self, config: StripeConfig) -> tuple[int, int, int]:
         """(height, width, depth) of the IFM a stripe of `config` reads, within the IFM
@@ -315,13 +373,17 @@ class EthosuPart(Part):
         dpu, out, n_blocks, out_part, dpu_part, stripes, written = self._block_terms[key]
         ofm_bytes = self._block_volume[:, None] * out_part * self.output.dtype_bytes
         fetches = ifm_block_cycles[:, None] + ofm_bytes * ofm_cycles_per_byte[:, None] + ofm_latency
-        elementwise = self._block_cycles[:, 1].astype(np.float64)
-        whole_block = (
-            self._block_volume * self.output.dtype_bytes * ofm_cycles_per_byte + ofm_latency
-        )
-        elementwise = np.maximum(elementwise, (ifm_block_cycles + whole_block + elementwise) / 4)
-        elementwise = np.ceil(elementwise * written / self._block_volume)
-        has_dpu = self._block_cycles[:, 0] > 0
+        has_dpu = self._has_dpu
+        elementwise = None
+        if not self._all_dpu:
+            elementwise = self._block_cycles[:, 1].astype(np.float64)
+            whole_block = (
+                self._block_volume * self.output.dtype_bytes * ofm_cycles_per_byte + ofm_latency
+            )
+            elementwise = np.maximum(
+                elementwise, (ifm_block_cycles + whole_block + elementwise) / 4
+            )
+            elementwise = np.ceil(elementwise * written / self._block_volume)
         found = []
         for latency in bias_latencies:
             output = out
@@ -331,7 +393,8 @@ class EthosuPart(Part):
             command = (fetches + output + dpu) / 4
             busy, output = np.maximum(dpu, command), np.maximum(output, command)
             stripe_cycles = np.maximum(busy, output) * n_blocks + np.minimum(busy, output)
-            found.append(np.where(has_dpu, stripe_cycles @ stripes, elementwise))
+            cycles = stripe_cycles @ stripes
+            found.append(cycles if elementwise is None else np.where(has_dpu, cycles, elementwise))
         return found
 
     def _vela_block_costs(self, config: StripeConfig, sliding: bool) -> BlockCosts:
@@ -454,10 +517,13 @@ class EthosuPart(Part):
                 dtype=np.int64,
             )  # fmt: skip
             clipped = np.minimum(self._vela_out, limit).tolist()  # zero padding never clips
-            found = tuple(
-                (ifm, tuple(out[: len(ofm)]))
-                for (ifm, ofm), out in zip(self._block_shapes, clipped, strict=True)
-            )
+            if self._full_blocks:
+                found = tuple(zip(self._block_ifms, map(tuple, clipped), strict=True))
+            else:
+                found = tuple(
+                    (ifm, tuple(out[: len(ofm)]))
+                    for (ifm, ofm), out in zip(self._block_shapes, clipped, strict=True)
+                )
             self._clipped_blocks[shape] = found
         return found
 

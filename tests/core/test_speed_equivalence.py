@@ -18,10 +18,15 @@ from cascader.core.floats import f32
 from cascader.core.memory_region import MemoryRegion
 from cascader.core.pareto import cull_plans
 from cascader.core.part import BufferMode
-from cascader.core.plan_context import PlanContext, per_cycle
+from cascader.core.plan_context import PlanContext, part_encoding, per_cycle
 from cascader.core.plan_generation import generate_graph_plans
 from cascader.core.propagator import Propagator
-from cascader.core.single_plans import _accumulate, _input_memory, generate_single_plans
+from cascader.core.single_plans import (
+    _accumulate,
+    _input_memory,
+    _vela_input,
+    generate_single_plans,
+)
 from cascader.core.stripe_generation import generate_output_stripe_configs
 from cascader.core.tensor_config import TensorConfigState
 
@@ -168,6 +173,82 @@ def test_batched_single_plans_are_the_plain_ones(path, parts):
             assert singles.open_inputs[singles.open_input[i]] == tuple(
                 c for c in open_configs if c is not out
             )
+
+
+def _plain_vela_single_plans(part, configs, ctx):
+    """(memory, cycles, tensor configs, open configs, output config) of every single plan
+    under the "vela" cost model, one plan at a time: the op's cost asked per plan."""
+    cascade, plans = ctx.cascade, []
+    weights = getattr(part, "weight_tensor_idx", -1)
+    slack = ctx.copy_slack(part) if weights >= 0 else 0.0
+    for config in configs:
+        outputs = ctx.output_configs(config, part.output)
+        options = []
+        for slot, (sc, tensor) in enumerate(
+            zip(part.input_stripe_configs(config), part.inputs, strict=True)
+        ):
+            encoding = part_encoding(part, slot)
+            options.append([_vela_input(ctx, c, weights >= 0, encoding) for c in
+                            ctx.input_configs(sc, tensor)])  # fmt: skip
+        for combo in itertools.product(*reversed(options)):
+            combo = combo[::-1]
+            inputs = tuple(c[0] for c in combo)
+            opens = tuple(c for c in inputs if c.state == INTERIOR)
+            copied = weights >= 0 and inputs[weights].copy_tensor
+            const_area, extra = None, 0.0
+            if weights >= 0:
+                const_area = cascade if copied else inputs[weights].home_region
+            if copied:
+                home = inputs[weights].home_region
+                full = ctx.mem2mem(home, cascade, sum(c[3][0] for c in combo))
+                first = ctx.mem2mem(home, cascade, sum(c[3][1] for c in combo))
+                extra = full - min(first, slack)
+            areas = tuple(c[4] if copied else c[5] for c in combo)
+            tensor_configs = inputs
+            for out in outputs:
+                tensor_configs = (*tensor_configs, out)
+                compute, access = ctx.vela_cost(
+                    part, config, out.buffer_mode, (*areas, out.copy_region), const_area
+                )
+                cycles = int(max(compute + extra, sum(c[2] for c in combo), *access))
+                boundary = out.home_region == cascade and out.state == BOUNDARY
+                memory = sum(c[1] for c in combo) + (out.tensor.size if boundary else 0)
+                open_configs = (*opens, out) if out.state == INTERIOR else opens
+                plans.append((memory, cycles, tensor_configs, open_configs, out))
+    return plans
+
+
+@needs_shared
+@pytest.mark.parametrize(
+    ("path", "parts", "two_homes"),
+    [(KWS, None, False), (KWS, None, True), (MOBILENET, range(0, 103, 9), False)],
+    ids=["kws", "kws-two-homes", "mobilenet"],
+)
+def test_vela_single_plans_are_the_plain_ones(path, parts, two_homes):
+    document = _document(path, cost_model="vela")
+    regions, homes = _two_homes(document) if two_homes else (document.regions, document.home_map)
+    ctx = PlanContext(document.graph, regions, homes, document.options)
+    chosen = document.graph.parts if parts is None else [document.graph.parts[i] for i in parts]
+    for part in chosen:
+        configs = _stripe_configs(part, document.options)
+        singles = generate_single_plans(part, configs, ctx)
+        plain = _plain_vela_single_plans(part, configs, ctx)
+        assert len(singles) == len(plain)
+        assert singles.memory.tolist() == [p[0] for p in plain]
+        assert singles.cycles.tolist() == [p[1] for p in plain]
+        outputs, open_inputs = {}, {}
+        for i, (memory, cycles, tensor_configs, open_configs, out) in enumerate(plain):
+            plan = singles.plan(i)
+            assert (plan.memory_usage, plan.cycles) == (memory, cycles)
+            assert plan.tensor_configs == tensor_configs
+            assert plan.open_configs == open_configs
+            assert plan.output_config is out
+            # Distinct outputs and open inputs are numbered in order of first appearance.
+            assert singles.output[i] == outputs.setdefault(out, len(outputs))
+            opens = tuple(c for c in open_configs if c is not out)
+            assert singles.open_input[i] == open_inputs.setdefault(opens, len(open_inputs))
+        assert singles.outputs == list(outputs)
+        assert singles.open_inputs == list(open_inputs)
 
 
 def _plain_graph_plans(ctx):
