@@ -144,27 +144,14 @@ def test_compute_cycles_follow_vela_for_every_block_config():
     block config is Vela's measure_cycle_cost for that block within 5% (Vela also charges a
     per-block command overhead and bias fetch the block configs do not carry)."""
     from cascader.ethosu.device import get_device
-    from cascader.ethosu.part import EthosuPart
     from cascader.ethosu.perf_query import performance_query
-    from cascader.flow.cascader_graph import npu_op_description
-    from cascader.flow.frontend import load_tflite
-    from cascader.flow.pipeline import front_half
 
-    accelerator = "ethos-u55-256"
-    front = front_half(load_tflite(MODEL), accelerator)
-    device = get_device(accelerator)
+    arch = get_device("ethos-u55-256").arch
     checked = 0
-    for part in front.network.graph.parts:
-        if not isinstance(part, EthosuPart) or part.op not in ("conv2d", "depthwise_conv2d"):
-            continue
-        desc = npu_op_description(front.network.ops[part.id])
-        whole = generate_output_stripe_configs(part, 1, False, False)[0]
-        costs = part.block_costs(whole, BufferMode.RECOMPUTE)
-        for index, block in enumerate(part.vela_block_configs):
-            out = block.output_shape
-            hwd = (out[1], out[3], out[2] * 16) if len(out) == 5 else (out[1], out[2], out[3])
-            query = performance_query(desc, device.vela_block_config(desc, hwd))
-            vela = measure_cycle_cost(device.arch, desc.vela_op, desc.faf_op, query).op_cycles
+    for _, _, costs, desc, blocks in _conv_parts("ethos-u55-256"):
+        for index, block in enumerate(blocks):
+            query = performance_query(desc, block)
+            vela = measure_cycle_cost(arch, desc.vela_op, desc.faf_op, query).op_cycles
             assert costs.compute_cycles[index] == pytest.approx(vela, rel=0.05)
             checked += 1
     assert checked > 20
@@ -202,6 +189,31 @@ def _whole(part):
     return generate_output_stripe_configs(part, 1, False, False)[0]
 
 
+def _conv_parts(accelerator: str):
+    """kws's conv2d and depthwise parts on `accelerator`, each computed whole: the part, its
+    whole-output stripe config, its "vela" block costs, its op description and, for each of
+    its "vela" block configs in order, Vela's block config of the same output block."""
+    from cascader.ethosu.device import get_device
+    from cascader.ethosu.part import EthosuPart
+    from cascader.flow.cascader_graph import npu_op_description
+    from cascader.flow.frontend import load_tflite
+    from cascader.flow.pipeline import front_half
+
+    front = front_half(load_tflite(MODEL), accelerator)
+    device = get_device(accelerator)
+    for part in front.network.graph.parts:
+        if not isinstance(part, EthosuPart) or part.op not in ("conv2d", "depthwise_conv2d"):
+            continue
+        desc = npu_op_description(front.network.ops[part.id])
+        whole = _whole(part)
+        blocks = []
+        for block in part.vela_block_configs:
+            out = block.output_shape
+            hwd = (out[1], out[3], out[2] * 16) if len(out) == 5 else (out[1], out[2], out[3])
+            blocks.append(device.vela_block_config(desc, hwd))
+        yield part, whole, part.block_costs(whole, BufferMode.RECOMPUTE), desc, blocks
+
+
 @pytest.mark.skipif(not MODEL.is_file(), reason=f"no {MODEL}")
 @pytest.mark.parametrize(
     ("ifm_area", "ofm_area", "const_area"),
@@ -212,25 +224,13 @@ def test_command_overhead_is_vela_s_in_every_memory(ifm_area, ofm_area, const_ar
     block waits for its IFM and OFM transfers and its scale-bias fetch latency. Every
     conv2d and depthwise part of a real network, computed whole, under every block config:
     Vela's measure_cycle_cost with those areas, within 5%."""
-    from cascader.ethosu.device import get_device
     from cascader.ethosu.memory import system_memory
-    from cascader.ethosu.part import EthosuPart
     from cascader.ethosu.perf_query import performance_query
-    from cascader.flow.cascader_graph import npu_op_description
-    from cascader.flow.frontend import load_tflite
-    from cascader.flow.pipeline import front_half
 
     memory = system_memory(*U65, 1 << 20)
-    front = front_half(load_tflite(MODEL), U65[0])
-    device = get_device(U65[0])
     ifm_region, ofm_region = memory.regions[ifm_area], memory.regions[ofm_area]
     checked = 0
-    for part in front.network.graph.parts:
-        if not isinstance(part, EthosuPart) or part.op not in ("conv2d", "depthwise_conv2d"):
-            continue
-        desc = npu_op_description(front.network.ops[part.id])
-        whole = _whole(part)
-        costs = part.block_costs(whole, BufferMode.RECOMPUTE)
+    for part, whole, costs, desc, blocks in _conv_parts(U65[0]):
         ifm_per_byte = [
             vela_efficiency(part.inputs[0], shapes[0], ifm_region, True) / ifm_region.read_bandwidth
             for shapes in costs.block_shapes
@@ -247,11 +247,8 @@ def test_command_overhead_is_vela_s_in_every_memory(ifm_area, ofm_area, const_ar
             ofm_region.write_latency,
             (memory.regions[const_area].read_latency,),
         )[0]
-        for index, block in enumerate(part.vela_block_configs):
-            out = block.output_shape
-            hwd = (out[1], out[3], out[2] * 16) if len(out) == 5 else (out[1], out[2], out[3])
-            query = performance_query(desc, device.vela_block_config(desc, hwd), ifm_area,
-                                      ofm_area, None, const_area)  # fmt: skip
+        for index, block in enumerate(blocks):
+            query = performance_query(desc, block, ifm_area, ofm_area, None, const_area)
             vela = measure_cycle_cost(memory.arch, desc.vela_op, desc.faf_op, query).op_cycles
             assert ours[index] == pytest.approx(vela, rel=0.05)
             checked += 1
@@ -268,26 +265,13 @@ def test_a_convolution_reads_its_ifm_once_per_ofm_block_as_vela_counts():
     from ethosu.vela.npu_performance import measure_element_access
 
     from cascader.ethosu.device import get_device
-    from cascader.ethosu.part import EthosuPart
     from cascader.ethosu.perf_query import performance_query
-    from cascader.flow.cascader_graph import npu_op_description
-    from cascader.flow.frontend import load_tflite
-    from cascader.flow.pipeline import front_half
 
-    accelerator = "ethos-u55-256"
-    front = front_half(load_tflite(MODEL), accelerator)
-    device = get_device(accelerator)
+    arch = get_device("ethos-u55-256").arch
     checked = 0
-    for part in front.network.graph.parts:
-        if not isinstance(part, EthosuPart) or part.op not in ("conv2d", "depthwise_conv2d"):
-            continue
-        desc = npu_op_description(front.network.ops[part.id])
-        costs = part.block_costs(_whole(part), BufferMode.RECOMPUTE)
-        for index, block in enumerate(part.vela_block_configs):
-            out = block.output_shape
-            hwd = (out[1], out[3], out[2] * 16) if len(out) == 5 else (out[1], out[2], out[3])
-            query = performance_query(desc, device.vela_block_config(desc, hwd))
-            vela = measure_element_access(device.arch, query).ifm_read[0]
+    for _, _, costs, desc, blocks in _conv_parts("ethos-u55-256"):
+        for index, block in enumerate(blocks):
+            vela = measure_element_access(arch, performance_query(desc, block)).ifm_read[0]
             assert costs.read_bytes[index, 0] == pytest.approx(vela, rel=0.1)
             checked += 1
     assert checked > 100
