@@ -70,23 +70,21 @@ def _cost(trial: FrozenTrial) -> tuple[float, float]:
 def near_front(trials: list[FrozenTrial]) -> list[FrozenTrial]:
     """Feasible trials no other point beats by more than NEAR in cycles with no more SRAM."""
     points = sorted(
-        (t for t in trials if t.user_attrs.get("metrics", {}).get("fits")),
-        key=lambda t: (*_cost(t), t.number),
+        (*_cost(t), t.number, t) for t in trials if t.user_attrs.get("metrics", {}).get("fits")
     )
     near, best = [], math.inf
-    for trial in points:
-        cycles = _cost(trial)[1]
+    for _, cycles, _, trial in points:
         if cycles + math.log1p(-NEAR) <= best:
             near.append(trial)
         best = min(best, cycles)
     return near
 
 
-def _gap(front: list[tuple[float, float]], sram: float, up: bool) -> float:
+def _gap(front: list[tuple[float, float]], srams: list[float], sram: float, up: bool) -> float:
     """The empty area, in log SRAM x log cycles, of the front's rectangle a step from `sram`
     lands in: between the front's last point at or below `sram` and its next (a step up),
-    or between its first point at or above `sram` and its previous (a step down)."""
-    srams = [s for s, _ in front]
+    or between its first point at or above `sram` and its previous (a step down). `srams`:
+    the front's SRAM column."""
     b = bisect.bisect_right(srams, sram) if up else bisect.bisect_left(srams, sram)
     if b == 0 or b == len(front):
         return 0.0
@@ -101,28 +99,30 @@ def next_step(
     largest gap (ties: the smaller SRAM, down before up); none while another trial runs. A
     trial is RUNNING before its sampler is asked, so of two processes choosing at once the
     later one sees the other and leaves the steps alone: no step is ever taken twice."""
+    trials = study.get_trials(deepcopy=False, states=_TAKEN)
     taken = set()
-    for t in study.get_trials(deepcopy=False, states=_TAKEN):
+    for t in trials:
         if t.state == TrialState.RUNNING and t.number != trial.number:
             return None
         params = t.system_attrs.get("fixed_params") or t.params
         taken.add(_params_key(params))
     front = sorted(_cost(t) for t in pareto_front(study))
-    completed = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    srams = [s for s, _ in front]
+    completed = [t for t in trials if t.state == TrialState.COMPLETE]
     best: tuple[float, int, dict[str, Any]] | None = None
     for origin in near_front(completed):
         sram, _ = _cost(origin)
         for up, params in enumerate(steps(origin, low_units, high_units)):
             if params is None or _params_key(params) in taken:
                 continue
-            gap = _gap(front, sram, bool(up))
+            gap = _gap(front, srams, sram, bool(up))
             if best is None or gap > best[0]:
                 best = (gap, origin.number, params)
     return None if best is None else best[1:]
 
 
 class FrontStepSampler(BaseSampler):
-    """Wraps a sampler: odd-numbered trials the wrapped sampler would fill become step-down
+    """Wraps a sampler: odd-numbered trials the wrapped sampler would fill become step
     trials while there is a step to take (see the module docstring); everything else is the
     wrapped sampler's. Trials with fixed parameters (seeds, grid points, retries) are left
     alone."""
