@@ -265,7 +265,11 @@ def schedule_point(
             check=False,
         )
         return Point(memory, None, schedule, schedule.sram_bytes <= memory.sram_bytes)
-    result, key = _chosen(front, memory, options, proposal_region_bytes)
+    return _chosen_point(front, memory, *_chosen(front, memory, options, proposal_region_bytes))
+
+
+def _chosen_point(front: Front, memory: SystemMemory, result: CascadeResult, key: tuple) -> Point:
+    """The point of the proposal `_chosen` picked (`result.chosen_index`, schedule `key`)."""
     schedule = _proposal_schedule(front, memory, result, result.chosen_index, key)
     return Point(memory, result, schedule, schedule.sram_bytes <= memory.sram_bytes)
 
@@ -338,14 +342,18 @@ def _run(
     data, name = _model_bytes(model)
     memory = system_memory(accelerator, system_config, memory_mode, sram_bytes, vela_config)
     front = front_half(data, accelerator)
-    point = compiled = scored = key = None
+    point = compiled = scored = chosen = key = None
     if options is not None:
         options = replace(options, cascade_region=memory.roles["cascade"])
-        _, key = _chosen(front, memory, options, proposal_region_bytes)
+        chosen, key = _chosen(front, memory, options, proposal_region_bytes)
         if not command_streams:
             scored = _SCORES.get(key)
     if scored is None:
-        point = schedule_point(front, memory, options, proposal_region_bytes=proposal_region_bytes)
+        point = (
+            _chosen_point(front, memory, chosen, key)
+            if chosen is not None
+            else schedule_point(front, memory, None)
+        )
         compiled = generate(point.schedule, accelerator, command_streams=command_streams)
         scored = (point.schedule.sram_bytes, evaluate(compiled.scheduled_ops, memory))
         if key is not None:
