@@ -12,6 +12,7 @@ from optuna.trial import TrialState
 from tqdm import tqdm
 
 from dse.cache_stats import record
+from dse.collector import after_evaluation
 from dse.objective import Evaluator, make_objective
 from dse.refine import with_front_steps
 from dse.space import SRAM_ALIGN, SearchSpace
@@ -49,6 +50,7 @@ def floor_seeds(space: SearchSpace, evaluate: Evaluator, count: int) -> list[dic
     seeds = []
     for kind in space.seed_kinds()[:count]:
         probe = evaluate(replace(kind, sram_pool_bytes=space.low))
+        after_evaluation()
         need = probe["sram_used_bytes"]
         if need is None:
             continue

@@ -10,21 +10,20 @@ with the same parameters, so it is run again rather than lost.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import socket
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import optuna
 from optuna.storages import fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 
+from dse.collector import after_evaluation, collected_between_evaluations
 from dse.study import NoTicketLeft, heartbeat_seconds
 
 REQUEST_PREFIX = "dse.request."
-FULL_COLLECTION_TRIALS = 32
 _OPEN = (TrialState.WAITING, TrialState.RUNNING)
 
 TrialCallback = Callable[[optuna.Study, FrozenTrial], None]
@@ -97,35 +96,15 @@ def run_issued(
     """Take tickets until none is waiting or running. While another worker's trial is still
     running, wait: if that worker died, its trial goes stale and comes back as a ticket."""
     poll = min(1.0, heartbeat_seconds()[0] / 2)
-    with _collected_between_trials() as collect:
+    with collected_between_evaluations():
         while True:
             with contextlib.suppress(NoTicketLeft):
-                study.optimize(objective, callbacks=[*callbacks, collect], catch=())
+                study.optimize(objective, callbacks=[*callbacks, _collect], catch=())
             if not study.get_trials(deepcopy=False, states=_OPEN):
                 return
             time.sleep(poll)
             fail_stale(study)
 
 
-@contextlib.contextmanager
-def _collected_between_trials() -> Iterator[TrialCallback]:
-    """The cyclic garbage collector runs between trials instead of whenever allocations pile
-    up. A worker holds a large heap (the model, cached proposals and schedules) and the
-    storage layer allocates freely, so the collector's own policy ran a full collection
-    (0.5 s or more) every few trials, in the middle of them. Between trials it collects the
-    young objects, where a trial's garbage is, and everything every FULL_COLLECTION_TRIALS
-    trials (cached entries evicted later can be garbage too)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    finished = 0
-
-    def collect(_study: optuna.Study, _trial: FrozenTrial) -> None:
-        nonlocal finished
-        finished += 1
-        gc.collect(generation=2 if finished % FULL_COLLECTION_TRIALS == 0 else 1)
-
-    try:
-        yield collect
-    finally:
-        if enabled:
-            gc.enable()
+def _collect(_study: optuna.Study, _trial: FrozenTrial) -> None:
+    after_evaluation()

@@ -142,7 +142,12 @@ def generate_proposals(
         memo[group] = result
         return result
 
-    return partial(all_parts)
+    proposals = partial(all_parts)
+    # `partial` refers to itself through its closure, a cycle only the cyclic collector frees;
+    # emptied, it keeps no plan or proposal alive until then.
+    memo.clear()
+    uses.clear()
+    return proposals
 
 
 def choose_proposal(proposals: list[Proposal], region_size: int) -> int:

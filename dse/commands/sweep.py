@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from dse.cache_stats import describe, study_cache_stats
+from dse.collector import collected_between_evaluations
 from dse.defaults import system_defaults
 from dse.driver import issue_trials, make_sampler, run_parallel, run_trials
 from dse.errors import BadInput
@@ -49,6 +50,11 @@ def settings_from_args(args: argparse.Namespace) -> StudySettings:
 
 
 def run(args: argparse.Namespace) -> int:
+    with collected_between_evaluations():
+        return _sweep(args)
+
+
+def _sweep(args: argparse.Namespace) -> int:
     if bool(args.model) == bool(args.graph):
         raise BadInput("give exactly one of --model M.tflite or --graph G.json")
     settings = settings_from_args(args)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from dse.collector import collected_between_evaluations
 from dse.driver import issue_trials, run_trials
 from dse.evaluators import make_evaluator
 from dse.study import load_settings, load_study, open_storage
@@ -12,6 +13,11 @@ from dse.tickets import completed_trials, requested_trials, worker_id
 
 
 def run(args: argparse.Namespace) -> int:
+    with collected_between_evaluations():
+        return _work(args)
+
+
+def _work(args: argparse.Namespace) -> int:
     study = load_study(open_storage(args.storage), args.study)
     evaluate = make_evaluator(load_settings(study))  # checks the model before touching the study
     issued = issue_trials(study, args.trials, by="worker") if args.trials else 0
