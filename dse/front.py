@@ -3,22 +3,41 @@
 from __future__ import annotations
 
 import optuna
+from optuna.trial import TrialState
 
 from dse.sizes import format_size
 
 
-def pareto_front(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    """Optuna's best trials already skip infeasible ones (constraint > 0)."""
-    trials = sorted(
-        study.best_trials,
+def pareto_front(
+    study: optuna.Study, trials: list[optuna.trial.FrozenTrial] | None = None
+) -> list[optuna.trial.FrozenTrial]:
+    """The study's feasible (fitting) completed trials no other one dominates, as Optuna's
+    `best_trials` picks them but without its deep copy of every trial (a sweep asks after
+    every other trial). `trials`: the study's trials when the caller has them already."""
+    if trials is None:
+        trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    feasible = sorted(
+        (
+            t
+            for t in trials
+            if t.state == TrialState.COMPLETE and t.user_attrs.get("metrics", {}).get("fits")
+        ),
         key=lambda t: (*t.values, t.user_attrs["config"]["sram_pool_bytes"], t.number),
     )
-    # Equal objective values are one point; keep the trial that asked for the smallest pool.
-    distinct = {tuple(t.values): t for t in reversed(trials)}
+    # Lexicographic order: only an earlier point can dominate a later one, and then one on
+    # the front does. Equal objective values are one point; keep the smallest pool's trial.
+    front: list[optuna.trial.FrozenTrial] = []
+    for trial in feasible:
+        if not any(_covers(kept.values, trial.values) for kept in front):
+            front.append(trial)
     return sorted(
-        distinct.values(),
-        key=lambda t: (t.user_attrs["metrics"]["sram_used_bytes"], t.values[0], t.number),
+        front, key=lambda t: (t.user_attrs["metrics"]["sram_used_bytes"], t.values[0], t.number)
     )
+
+
+def _covers(a: list[float], b: list[float]) -> bool:
+    """`a` is no worse than `b` in every objective (dominates it, or equals it)."""
+    return all(x <= y for x, y in zip(a, b, strict=True))
 
 
 def front_rows(trials: list[optuna.trial.FrozenTrial]) -> list[dict]:

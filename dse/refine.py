@@ -106,9 +106,9 @@ def next_step(
             return None
         params = t.system_attrs.get("fixed_params") or t.params
         taken.add(_params_key(params))
-    front = sorted(_cost(t) for t in pareto_front(study))
-    srams = [s for s, _ in front]
     completed = [t for t in trials if t.state == TrialState.COMPLETE]
+    front = sorted(_cost(t) for t in pareto_front(study, completed))
+    srams = [s for s, _ in front]
     best: tuple[float, int, dict[str, Any]] | None = None
     for origin in near_front(completed):
         sram, _ = _cost(origin)
