@@ -17,6 +17,11 @@ must be identical.
 
 `--only TEXT` (graphs, run) limits either step to the cases whose name contains TEXT, e.g.
 `--only _vela` for the "vela" cost model's cases.
+
+The graph files hold what graph JSON holds, which is not all the "vela" cost model reads
+from a part built by the flow (Vela's full block config list, the weights' encoding): `run
+--from-models` (no folder; needs TVM) builds each case's graph through the flow instead,
+so the "vela" cases run as a sweep runs them.
 """
 
 from __future__ import annotations
@@ -74,23 +79,27 @@ def _selected(only: str | None) -> list[str]:
     return [name for name in CASES if only is None or only in name]
 
 
-def build_graphs(folder: Path, only: str | None = None) -> None:
-    """One graph document (graph, regions, homes, options) per case, from the flow."""
+def _flow_document(name: str):
+    """The case's graph document (graph, regions, homes, options), from the flow."""
     from cascader.ethosu.memory import system_memory
     from cascader.flow.cascader_graph import graph_document
     from cascader.flow.frontend import load_tflite
     from cascader.flow.pipeline import front_half
 
-    models = shared_dir() / "models"
+    model, (accelerator, system, mode), options = CASES[name]
+    path = shared_dir() / "models" / f"{model}.tflite"
+    front = front_half(load_tflite(str(path)), accelerator)
+    memory = system_memory(accelerator, system, mode, POOL)
+    return graph_document(
+        front.network.graph, memory, CascaderOptions(enable_striping=True, **options)
+    )
+
+
+def build_graphs(folder: Path, only: str | None = None) -> None:
+    """One graph document per case, from the flow."""
     folder.mkdir(parents=True, exist_ok=True)
     for name in _selected(only):
-        model, (accelerator, system, mode), options = CASES[name]
-        front = front_half(load_tflite(str(models / f"{model}.tflite")), accelerator)
-        memory = system_memory(accelerator, system, mode, POOL)
-        document = graph_document(
-            front.network.graph, memory, CascaderOptions(enable_striping=True, **options)
-        )
-        save_graph(document, folder / f"{name}.json")
+        save_graph(_flow_document(name), folder / f"{name}.json")
         print("built", name, flush=True)
 
 
@@ -109,11 +118,13 @@ def _plan(plan) -> dict:
     }
 
 
-def run_cases(folder: Path, only: str | None = None) -> dict:
-    """Per case: its seconds and every proposal in full."""
+def run_cases(folder: Path | None, only: str | None = None) -> dict:
+    """Per case: its seconds and every proposal in full; the graphs from `folder`, or
+    from the flow without one."""
     results = {}
     for name in _selected(only):
-        document = load_graph(folder / f"{name}.json")
+        path = None if folder is None else folder / f"{name}.json"
+        document = _flow_document(name) if path is None else load_graph(path)
         start = time.perf_counter()
         result = cascade(document.graph, document.regions, document.home_map, document.options)
         seconds = time.perf_counter() - start
@@ -157,7 +168,10 @@ def main() -> int:
     graphs.add_argument("folder", type=Path)
     graphs.add_argument("--only", help="just the cases whose name contains this")
     run = commands.add_parser("run", help="run the core on the case graphs")
-    run.add_argument("folder", type=Path)
+    run.add_argument("folder", type=Path, nargs="?")
+    run.add_argument(
+        "--from-models", action="store_true", help="build the graphs through the flow instead"
+    )
     run.add_argument("-o", "--output", type=Path, required=True)
     run.add_argument("--only", help="just the cases whose name contains this")
     check = commands.add_parser("compare", help="compare two runs")
@@ -167,6 +181,8 @@ def main() -> int:
     if args.command == "graphs":
         build_graphs(args.folder, args.only)
     elif args.command == "run":
+        if (args.folder is None) != args.from_models:
+            parser.error("run needs a graph folder or --from-models, not both")
         args.output.write_text(json.dumps(run_cases(args.folder, args.only)))
     else:
         before = json.loads(args.before.read_text())

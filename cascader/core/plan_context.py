@@ -115,11 +115,11 @@ class PlanContext:
     _vela_copy: dict = field(default_factory=dict)
     _constant_copy: dict = field(default_factory=dict)
     _slack: dict = field(default_factory=dict)
-    _vela_costs: dict = field(default_factory=dict)
-    _factors: dict = field(default_factory=dict)
+    _area_arrays: dict = field(default_factory=dict)
     _region_matrices: dict = field(default_factory=dict)
     _per_byte: dict = field(default_factory=dict)
     _burst: dict = field(default_factory=dict)
+    _tilings: dict = field(default_factory=dict)
 
     @property
     def cascade(self) -> str:
@@ -128,7 +128,9 @@ class PlanContext:
     def input_configs(self, config: StripeConfig, tensor: Tensor) -> list[TensorConfig]:
         """Ways an input can be provided: BOUNDARY in each home region (read in place if homed
         in the cascade region or too big to copy; copied to the cascade region otherwise) and,
-        for non-constants, INTERIOR in the cascade region, recomputed or rolling."""
+        for non-constants, INTERIOR in the cascade region, recomputed or rolling. Which
+        kinds of configs there are depends on the tensor alone, not on `config` (the "vela"
+        single plans work out what only depends on the kinds once per part)."""
         key = (config, tensor.id)
         found = self._inputs.get(key)
         if found is not None:
@@ -244,75 +246,135 @@ class PlanContext:
             self._slack[part.id] = found
         return found
 
-    def vela_cost(
+    def vela_costs(
+        self,
+        part: Part,
+        configs: list[StripeConfig],
+        modes: list[BufferMode],
+        out_area: str,
+        area_sets: tuple[tuple[tuple[str | None, ...], str | None], ...],
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(compute cycles per (config, area set), access cycles per (config, area set,
+        region in `regions` order)) of `part` producing each of `configs` (its output in
+        the buffer mode at the same position of `modes`) with its output written to
+        `out_area` and, per entry (areas, const_area) of `area_sets`, its inputs read from
+        the regions `areas` (None: not counted) and its scale-bias read from `const_area`
+        (None in every entry for a part without constants, in none otherwise), under the
+        block config the schedule picks there: the smallest max(compute, each region's
+        access cycles) as Vela's model counts them, first on ties. A part that knows Vela's
+        per-block command overhead (`command_bound_batch`) has it counted in its compute,
+        with the IFM read from the first input's area. All go through one set of array
+        operations, each (config, area set) with the operations it gets alone."""
+        costs = [
+            part.block_costs(config, mode) for config, mode in zip(configs, modes, strict=True)
+        ]
+        terms = [
+            self._area_terms(part, config, cost, out_area, area_sets)
+            for config, cost in zip(configs, costs, strict=True)
+        ]
+        # Per (config, area set, block config, slot or region).
+        moved = np.stack([cost.moved_bytes for cost in costs])[:, None]
+        factors = np.stack([term[0] for term in terms])
+        matrices = terms[0][1]
+        access = (moved * factors) @ matrices
+        compute = chosen_by = np.stack([cost.compute_cycles for cost in costs])[:, None]
+        bound = getattr(part, "command_bound_batch", None)
+        if bound is not None:
+            ifm_block = np.stack([term[3] for term in terms])
+            out = self.regions[out_area]
+            bounds = bound(
+                configs, modes, ifm_block, factors[:, 0, :, -1], out.write_latency, terms[0][4]
+            )
+            compute, chosen_by = bounds[0], bounds[-1]
+        chosen_access = (moved * np.stack([term[2] for term in terms])) @ matrices
+        best = np.argmin(np.maximum(chosen_by, np.maximum.reduce(chosen_access, axis=3)), axis=2)
+        compute = np.broadcast_to(compute, access.shape[:3])
+        return (
+            np.take_along_axis(compute, best[..., None], axis=2)[..., 0],
+            np.take_along_axis(access, best[..., None, None], axis=2)[:, :, 0],
+        )
+
+    def _area_terms(
         self,
         part: Part,
         config: StripeConfig,
-        mode: BufferMode,
-        areas: tuple[str | None, ...],
-        const_area: str | None = None,
-    ) -> tuple[float, tuple[float, ...]]:
-        """(compute cycles, access cycles per region in `regions` order) of `part` producing
-        `config` with its inputs read from and its output written to the regions `areas`
-        (inputs, then output; None: not counted) and its scale-bias read from `const_area`,
-        under the block config the schedule picks there: the smallest max(compute, each
-        region's access cycles) as Vela's model counts them, first on ties. A part that
-        knows Vela's per-block command overhead (`command_bound_cycles`) has it counted in
-        its compute, with the IFM read from the first input's area."""
-        key = (part.id, config, mode, areas, const_area)
-        found = self._vela_costs.get(key)
+        costs: BlockCosts,
+        out_area: str,
+        area_sets: tuple[tuple[tuple[str | None, ...], str | None], ...],
+    ) -> tuple:
+        """What `vela_costs` needs of the areas, per area set (leading axis): access cycles
+        per byte per (block config, slot), the (slot, region) matrix, the cycles per byte
+        the schedule picks the block by (flow.schedule.fastest_block counts weight
+        elements, not encoded bytes, and no scale-bias fetch; the evaluator then charges
+        both), the IFM block's fetch cycles and the scale-bias read latencies (None without
+        constants). They depend on the stripe shape, not the stripe counts."""
+        key = (part.id, config.shape, out_area, area_sets)
+        found = self._area_arrays.get(key)
         if found is not None:
             return found
-        costs = part.block_costs(config, mode)
-        # Output modes and constant areas share these (they depend on the stripe shape).
-        factors_key = (part.id, config.shape, areas)
-        factors = self._factors.get(factors_key)
-        if factors is None:
-            factors = self._factors[factors_key] = np.stack(
-                [
-                    self._cycles_per_byte(part, config, costs, slot, area)
-                    for slot, area in enumerate(areas)
-                ],
-                axis=1,
-            )
-        access = (costs.moved_bytes * factors) @ self._region_matrix(areas)
-        compute = chosen_by = costs.compute_cycles
-        bound = getattr(part, "command_bound_cycles", None)
-        if bound is not None:
-            ifm = self.regions[areas[0] or self.cascade]
-            out = self.regions[areas[-1]]
-            ifm_block = ifm.read_latency + part.ifm_block_bytes(config) * self._cycles_per_byte(
-                part, config, costs, 0, areas[0] or self.cascade
-            )
-            latencies = (None,)
-            if const_area is not None:
-                latencies = (self.regions[const_area].read_latency, None)
-            bounds = bound(config, mode, ifm_block, factors[:, -1], out.write_latency, latencies)
-            compute, chosen_by = bounds[0], bounds[-1]
-        # The schedule picks the block (flow.schedule.fastest_block) counting weight elements,
-        # not encoded bytes, and no scale-bias fetch; the evaluator then charges both.
+        matrices, latencies = self._area_matrices(out_area, area_sets)
         weights = getattr(part, "weight_tensor_idx", -1)
-        choice = factors.copy()
-        for slot, tensor in enumerate(part.inputs):
-            if tensor.is_constant and areas[slot] is not None:
-                region = self.regions[areas[slot]]
-                choice[:, slot] = 1.0 / region.read_bandwidth if slot == weights else 0.0
-        chosen_access = (costs.moved_bytes * choice) @ self._region_matrix(areas)
-        best = int(np.argmin(np.maximum(chosen_by, np.maximum.reduce(chosen_access, axis=1))))
-        found = (float(compute[best]), tuple(access[best].tolist()))
-        self._vela_costs[key] = found
+        blocks = len(costs.block_shapes)
+        per_byte, choice = [], []
+        for areas, _ in area_sets:
+            for slot, area in enumerate((*areas, out_area)):
+                factor = self._cycles_per_byte(part, config, costs, slot, area)
+                per_byte.append(factor)
+                if slot < len(part.inputs) and part.inputs[slot].is_constant and area is not None:
+                    picked = 1.0 / self.regions[area].read_bandwidth if slot == weights else 0.0
+                    factor = np.full(blocks, picked)
+                choice.append(factor)
+        # (area set, block config, slot), from (area set, slot) rows of block configs.
+        shape = (len(area_sets), len(per_byte) // len(area_sets), blocks)
+        factors = np.ascontiguousarray(np.stack(per_byte).reshape(shape).transpose(0, 2, 1))
+        choices = np.ascontiguousarray(np.stack(choice).reshape(shape).transpose(0, 2, 1))
+        ifm_block = None
+        if hasattr(part, "command_bound_batch"):
+            ifm_bytes, by_area = part.ifm_block_bytes(config), {}
+            for areas, _ in area_sets:
+                area = areas[0] or self.cascade
+                if area not in by_area:
+                    by_area[area] = self.regions[area].read_latency + ifm_bytes * (
+                        self._cycles_per_byte(part, config, costs, 0, area)
+                    )
+            ifm_block = np.stack([by_area[areas[0] or self.cascade] for areas, _ in area_sets])
+        found = self._area_arrays[key] = (factors, matrices, choices, ifm_block, latencies)
         return found
+
+    def _area_matrices(
+        self, out_area: str, area_sets: tuple[tuple[tuple[str | None, ...], str | None], ...]
+    ) -> tuple[np.ndarray, tuple]:
+        """Per area set: the (slot, region) 0/1 matrix sending each slot's access cycles to
+        its region; and the scale-bias read latencies (None without constants)."""
+        key = (out_area, area_sets)
+        found = self._region_matrices.get(key)
+        if found is None:
+            latencies: tuple = (None,)
+            if area_sets[0][1] is not None:
+                latencies = (
+                    np.array(
+                        [self.regions[c].read_latency for _, c in area_sets], dtype=np.float64
+                    ),
+                    None,
+                )
+            matrices = np.stack([self._region_matrix((*a, out_area)) for a, _ in area_sets])
+            found = self._region_matrices[key] = (matrices, latencies)
+        return found
+
+    def tiling(self, config: StripeConfig) -> StripeConfig:
+        """The first config seen with `config`'s stripes, whatever its loop order: the
+        "vela" cost counts stripes, not the order they run in, so configs that differ only
+        in order share their costs (multi-dimensional striping makes many of them)."""
+        key = config.key
+        return self._tilings.setdefault((*key[:3], *key[4:]), config)
 
     def _region_matrix(self, areas: tuple[str | None, ...]) -> np.ndarray:
         """(slots, regions) 0/1 matrix sending each slot's access cycles to its region."""
-        found = self._region_matrices.get(areas)
-        if found is None:
-            names = list(self.regions)
-            found = np.zeros((len(areas), len(names)))
-            for slot, area in enumerate(areas):
-                if area is not None:
-                    found[slot, names.index(area)] = 1.0
-            self._region_matrices[areas] = found
+        names = list(self.regions)
+        found = np.zeros((len(areas), len(names)))
+        for slot, area in enumerate(areas):
+            if area is not None:
+                found[slot, names.index(area)] = 1.0
         return found
 
     def _cycles_per_byte(

@@ -171,18 +171,30 @@ def _vela_single_plans(
     The copied constants' reads are not access cycles. The evaluator sees an op's constants
     as copied only when its weights are: a scale-bias copied alone counts as read where it
     is homed. Feature-map copies overlap the compute.
-    Per output stripe config, the op's cost is asked once per distinct set of areas the
-    combinations of input choices read from, and spread over the combinations with numpy."""
+    The op's cost is asked once per distinct set of areas the combinations of input choices
+    read from and spread over the combinations with numpy; configs that differ only in loop
+    order cost the same (only their buffers differ), so it is asked per stripe tiling (and
+    output mode and area), for all of the part's at once."""
     weights = getattr(part, "weight_tensor_idx", -1)
     slack = ctx.copy_slack(part) if weights >= 0 else 0.0
     encodings = [part_encoding(part, slot) for slot in range(len(part.inputs))]
     rows: list[tuple[list[list[TensorConfig]], list[TensorConfig]]] = []
-    # Per row: its plans' memory and cycles (combination-major, then kept output: the
-    # original's plan order), its combination count, its kept outputs' positions and
-    # numbers, and each combination's open inputs' number.
-    memory, cycles, counts, kept_outputs, output_numbers, open_numbers = ([] for _ in range(6))
+    # Per row: its input choices' cascade-region bytes (slot after slot), its kept outputs'
+    # positions, numbers, cycles (as a number in `tiled`) and cascade-region bytes, and
+    # each set of open inputs' number (per class of `layout.open_positions`).
+    input_memory, kept_outputs, output_numbers, output_cycles, output_memory, open_numbers = (
+        [] for _ in range(6)
+    )
     outputs: dict[TensorConfig, int] = {}
     open_inputs: dict[tuple[TensorConfig, ...], int] = {}
+    layout: _VelaLayout | None = None
+    # Per (stripe tiling, output buffer mode, output copy region): a number, and the DMA
+    # and constant copy cycles per combination. A part may cost an output in another mode
+    # than its own (see EthosuPart.costed_mode).
+    costed_mode = getattr(part, "costed_mode", None)
+    tiled: dict[tuple[StripeConfig, BufferMode, str], int] = {}
+    tiled_transfers: list[tuple[np.ndarray, np.ndarray]] = []
+    cascade = ctx.cascade
     for output_stripe_config, input_stripe_configs, outs, wanted in _stripe_choices(
         part, output_stripe_configs, ctx, joinable
     ):
@@ -197,36 +209,45 @@ def _vela_single_plans(
         ]
         if not options or not all(options):
             continue
-        row = _VelaRow(part, ctx, options, weights, slack)
+        if layout is None:
+            layout = _VelaLayout(ctx, options, weights)
+        tiling = ctx.tiling(output_stripe_config)
+        transfers = None
         kept = [o for o, keep in enumerate(wanted) if keep]
-        row_cycles = np.empty((row.count, len(kept)), dtype=np.int64)
-        row_memory = np.empty((row.count, len(kept)), dtype=np.int64)
-        for column, o in enumerate(kept):
+        numbers = []
+        for o in kept:
             out = outs[o]
-            row_cycles[:, column] = row.cycles(output_stripe_config, out)
-            boundary = out.home_region == ctx.cascade and out.state == BOUNDARY
-            row_memory[:, column] = row.memory + (out.tensor.size if boundary else 0)
-        codes, firsts = row.open_codes()
-        local = [
-            open_inputs.setdefault(
-                tuple(c for c in _choice(row.configs, first) if c.state == INTERIOR),
-                len(open_inputs),
-            )
-            for first in firsts
-        ]
-        memory.append(row_memory.reshape(-1))
-        cycles.append(row_cycles.reshape(-1))
-        counts.append(row.count)
+            mode = out.buffer_mode if costed_mode is None else costed_mode(tiling, out.buffer_mode)
+            key = (tiling, mode, out.copy_region)
+            number = tiled.get(key)
+            if number is None:
+                if transfers is None:
+                    transfers = layout.transfers(options, slack)
+                number = tiled[key] = len(tiled_transfers)
+                tiled_transfers.append(transfers)
+            numbers.append(number)
+            boundary = out.home_region == cascade and out.state == BOUNDARY
+            output_memory.append(out.tensor.size if boundary else 0)
+        configs = [[option[0] for option in choices] for choices in options]
+        open_numbers.append(
+            [
+                open_inputs.setdefault(
+                    tuple(configs[slot][pick] for slot, pick in interior), len(open_inputs)
+                )
+                for interior in layout.open_positions
+            ]
+        )
+        input_memory.append([option[1] for choices in options for option in choices])
+        output_cycles += numbers
         kept_outputs.append(kept)
-        output_numbers.append([outputs.setdefault(outs[o], len(outputs)) for o in kept])
-        open_numbers.append(np.array(local, dtype=np.int64)[codes])
-        rows.append((row.configs, outs))
-    if not rows:
+        output_numbers += [outputs.setdefault(outs[o], len(outputs)) for o in kept]
+        rows.append((configs, outs))
+    if layout is None:
         empty = np.zeros(0, dtype=np.int64)
         return SinglePlans(empty, empty, [], empty, [], empty, rows.__getitem__)
-    memory_all, cycles_all = np.concatenate(memory), np.concatenate(cycles)
+    # Plans in the original's order: row after row, combination-major, then kept output.
     widths = np.array([len(kept) for kept in kept_outputs], dtype=np.int64)
-    plans_per_row = np.array(counts, dtype=np.int64) * widths
+    plans_per_row = layout.count * widths
     row_of = np.repeat(np.arange(len(rows), dtype=np.int64), plans_per_row)
     position = (
         np.arange(len(row_of), dtype=np.int64) - (np.cumsum(plans_per_row) - plans_per_row)[row_of]
@@ -234,10 +255,17 @@ def _vela_single_plans(
     combo_of, kept_at = np.divmod(position, widths[row_of])
     kept_at += (np.cumsum(widths) - widths)[row_of]  # into the rows' kept outputs, joined
     out_of = np.array([o for kept in kept_outputs for o in kept], dtype=np.int64)[kept_at]
-    output_index = np.array([n for ns in output_numbers for n in ns], dtype=np.int64)[kept_at]
+    output_index = np.array(output_numbers, dtype=np.int64)[kept_at]
+    memory_all = (
+        layout.memory(np.array(input_memory, dtype=np.int64))[row_of, combo_of]
+        + np.array(output_memory, dtype=np.int64)[kept_at]
+    )
+    cycles_all = _tiled_cycles(part, layout, tiled, tiled_transfers)[
+        np.array(output_cycles, dtype=np.int64)[kept_at], combo_of
+    ]
     opens = list(open_inputs)
-    open_index = np.repeat(np.concatenate(open_numbers), np.repeat(widths, counts))
-    group, cascade = 1 << part.id, ctx.cascade
+    open_index = np.array(open_numbers, dtype=np.int64)[row_of, layout.open_codes[combo_of]]
+    group = 1 << part.id
 
     def build(index: int) -> Plan:
         configs, row_outputs = rows[int(row_of[index])]
@@ -260,42 +288,56 @@ def _vela_single_plans(
     )
 
 
-class _VelaRow:
-    """The combinations of input choices of one output stripe config under the "vela" cost
-    model (`_vela_single_plans`), the first input varying fastest: each one's cascade-region
-    bytes, overlapped DMA cycles, constant copy cycles on the NPU and the areas it reads."""
+def _tiled_cycles(
+    part: Part,
+    layout: _VelaLayout,
+    tiled: dict[tuple[StripeConfig, BufferMode, str], int],
+    transfers: list[tuple[np.ndarray, np.ndarray]],
+) -> np.ndarray:
+    """Cycles per (stripe tiling, mode, output area) numbered in `tiled` and combination,
+    the keys with one output area costed together."""
+    by_area: dict[str, list[int]] = {}
+    for number, (_, _, area) in enumerate(tiled):
+        by_area.setdefault(area, []).append(number)
+    keys = list(tiled)
+    cycles = np.empty((len(keys), layout.count), dtype=np.int64)
+    for area, numbers in by_area.items():
+        cycles[numbers] = layout.cycles(
+            part,
+            [keys[n][0] for n in numbers],
+            [keys[n][1] for n in numbers],
+            area,
+            np.stack([transfers[n][0] for n in numbers]),
+            np.stack([transfers[n][1] for n in numbers]),
+        )
+    return cycles
 
-    def __init__(
-        self, part: Part, ctx: PlanContext, options: list[list[tuple]], weights: int, slack: float
-    ) -> None:
-        self.part, self.ctx = part, ctx
-        self.configs = [[option[0] for option in choices] for choices in options]
+
+class _VelaLayout:
+    """The combinations of input choices of a part's output stripe configs under the "vela"
+    cost model (`_vela_single_plans`), the first input varying fastest. Which choices an
+    input has depends on its tensor, not on the stripe config (`PlanContext.input_configs`),
+    so what only depends on the kinds of choices is worked out once per part: each
+    combination's picks, the areas it reads, its group of constant choices and its set of
+    INTERIOR inputs. A row's options (`_vela_input` tuples) give the values."""
+
+    def __init__(self, ctx: PlanContext, options: list[list[tuple]], weights: int) -> None:
+        self.ctx, self.weights = ctx, weights
         sizes = [len(choices) for choices in options]
         self.count = math.prod(sizes)
         combination = np.arange(self.count, dtype=np.int64)
+        self.starts = [sum(sizes[:slot]) for slot in range(len(sizes))]
         self.picks = []
         step = 1
         for size in sizes:
             self.picks.append(combination // step % size)
             step *= size
-        self.memory = sum(
-            np.array([o[1] for o in choices], dtype=np.int64)[pick]
-            for choices, pick in zip(options, self.picks, strict=True)
-        )
-        dma = np.zeros(self.count)
-        for choices, pick in zip(options, self.picks, strict=True):
-            dma = dma + np.array([o[2] for o in choices])[pick]
-        self.dma = dma
-        self.weights = weights
+        configs = [[option[0] for option in choices] for choices in options]
         self.copied = np.zeros(self.count, dtype=bool)
-        self.npu_extra = np.zeros(self.count)
         if weights >= 0:
-            self.copied = np.array([c.copy_tensor for c in self.configs[weights]])[
-                self.picks[weights]
-            ]
-            self.npu_extra = self._constant_copies(options, slack)
+            self.copied = np.array([c.copy_tensor for c in configs[weights]])[self.picks[weights]]
         # Per combination: which areas it reads, as an index into `self.area_sets`.
-        self.area_sets: list[tuple[tuple[str | None, ...], str | None]] = []
+        area_sets: list[tuple[tuple[str | None, ...], str | None]] = []
         names: dict[str | None, int] = {}
         code = np.zeros(self.count, dtype=np.int64)
         for slot, choices in enumerate(options):
@@ -308,7 +350,7 @@ class _VelaRow:
         code = code * 2 + self.copied.astype(np.int64)
         if weights >= 0:
             # The constants' area when the weights are not copied: their home.
-            homes = [names.setdefault(c.home_region, len(names)) for c in self.configs[weights]]
+            homes = [names.setdefault(c.home_region, len(names)) for c in configs[weights]]
             code = code * (len(ctx.regions) + 2) + np.array(homes)[self.picks[weights]]
         first, self.area_of = _first_appearances(code)
         for combo in first:
@@ -319,23 +361,55 @@ class _VelaRow:
             )
             const_area = None
             if weights >= 0:
-                home = self.configs[weights][int(self.picks[weights][combo])].home_region
+                home = configs[weights][int(self.picks[weights][combo])].home_region
                 const_area = ctx.cascade if copied else home
-            self.area_sets.append((areas, const_area))
-
-    def _constant_copies(self, options: list[list[tuple]], slack: float) -> np.ndarray:
-        """NPU cycles the DMA copies of the op's constants add, per combination: the whole
-        copy but the first slice's, which hides under the previous op (up to `slack`); only
-        the constants' choices matter, so each of their combinations is costed once."""
-        ctx, weights = self.ctx, self.weights
-        slots = [s for s, choices in enumerate(options) if any(o[3] != (0.0, 0.0) for o in choices)]
-        slots = sorted({*slots, weights})
+            area_sets.append((areas, const_area))
+        self.area_sets = tuple(area_sets)
+        # The constants' choices set the copies the NPU waits for: one cost per group.
         key = np.zeros(self.count, dtype=np.int64)
-        for slot in slots:
-            key = key * len(options[slot]) + self.picks[slot]
-        first, inverse = _first_appearances(key)
+        if weights >= 0:
+            for slot, choices in enumerate(configs):
+                if slot == weights or choices[0].tensor.is_constant:
+                    key = key * len(choices) + self.picks[slot]
+        self.constant_firsts, self.constant_of = _first_appearances(key)
+        # Per combination, which set of INTERIOR input choices it has, numbered in order of
+        # first appearance; and the (slot, choice) of each set's members.
+        code = np.zeros(self.count, dtype=np.int64)
+        for choices, pick in zip(configs, self.picks, strict=True):
+            interior = np.array(
+                [i + 1 if c.state == INTERIOR else 0 for i, c in enumerate(choices)],
+                dtype=np.int64,
+            )
+            code = code * (len(choices) + 1) + interior[pick]
+        firsts, self.open_codes = _first_appearances(code)
+        self.open_positions = [
+            [
+                (slot, int(pick[first]))
+                for slot, (choices, pick) in enumerate(zip(configs, self.picks, strict=True))
+                if choices[int(pick[first])].state == INTERIOR
+            ]
+            for first in firsts
+        ]
+
+    def memory(self, choices: np.ndarray) -> np.ndarray:
+        """Per row and combination: the cascade-region bytes of its input choices, from
+        each row's choices' bytes (slot after slot)."""
+        return sum(
+            choices[:, start + pick] for start, pick in zip(self.starts, self.picks, strict=True)
+        )
+
+    def transfers(self, options: list[list[tuple]], slack: float) -> tuple[np.ndarray, np.ndarray]:
+        """Per combination: (overlapped DMA cycles, NPU cycles the DMA copies of the op's
+        constants add: the whole copy but the first slice's, which hides under the previous
+        op up to `slack`)."""
+        dma = np.zeros(self.count)
+        for choices, pick in zip(options, self.picks, strict=True):
+            dma = dma + np.array([o[2] for o in choices])[pick]
+        if self.weights < 0:
+            return dma, np.zeros(self.count)
+        ctx, weights = self.ctx, self.weights
         extra = []
-        for combo in first:
+        for combo in self.constant_firsts:
             chosen = [
                 choices[int(pick[combo])] for choices, pick in zip(options, self.picks, strict=True)
             ]
@@ -347,33 +421,25 @@ class _VelaRow:
             first_bytes = sum(c[3][1] for c in chosen)
             full = ctx.mem2mem(home, ctx.cascade, total)
             extra.append(full - min(ctx.mem2mem(home, ctx.cascade, first_bytes), slack))
-        return np.array(extra)[inverse]
+        return dma, np.array(extra)[self.constant_of]
 
-    def cycles(self, config: StripeConfig, out: TensorConfig) -> np.ndarray:
-        """Per combination: the plan's cycles with output config `out`, the largest of the
-        NPU cycles, the overlapped DMA and each region's access cycles."""
-        compute = np.empty(len(self.area_sets))
-        access = np.empty(len(self.area_sets))
-        for index, (areas, const_area) in enumerate(self.area_sets):
-            npu, regions = self.ctx.vela_cost(
-                self.part, config, out.buffer_mode, (*areas, out.copy_region), const_area
-            )
-            compute[index], access[index] = npu, max(regions)
-        npu = compute[self.area_of] + self.npu_extra
-        return np.maximum(np.maximum(npu, self.dma), access[self.area_of]).astype(np.int64)
-
-    def open_codes(self) -> tuple[np.ndarray, list[int]]:
-        """Per combination, which set of INTERIOR input choices it has, numbered in order of
-        first appearance; and a combination having each."""
-        code = np.zeros(self.count, dtype=np.int64)
-        for configs, pick in zip(self.configs, self.picks, strict=True):
-            interior = np.array(
-                [i + 1 if c.state == INTERIOR else 0 for i, c in enumerate(configs)],
-                dtype=np.int64,
-            )
-            code = code * (len(configs) + 1) + interior[pick]
-        first, inverse = _first_appearances(code)
-        return inverse, first
+    def cycles(
+        self,
+        part: Part,
+        configs: list[StripeConfig],
+        modes: list[BufferMode],
+        out_area: str,
+        dma: np.ndarray,
+        extra: np.ndarray,
+    ) -> np.ndarray:
+        """Per output stripe config (its output in the mode at the same position of
+        `modes`, copied to `out_area`) and combination: the plan's cycles, the largest of
+        the NPU cycles (`extra` for constant copies on top), the overlapped DMA (`dma`) and
+        each region's access cycles."""
+        compute, access = self.ctx.vela_costs(part, configs, modes, out_area, self.area_sets)
+        access = np.maximum.reduce(access, axis=2)
+        npu = compute[:, self.area_of] + extra
+        return np.maximum(np.maximum(npu, dma), access[:, self.area_of]).astype(np.int64)
 
 
 def _first_appearances(codes: np.ndarray) -> tuple[list[int], np.ndarray]:

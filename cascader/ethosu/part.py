@@ -29,27 +29,13 @@ def _fit(values: tuple[int, ...], dims: int) -> np.ndarray:
 
 
 def _outer(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise outer product flattened: (rows, m) x (rows, n) -> (rows, m * n)."""
-    return (a[:, :, None] * b[:, None, :]).reshape(max(len(a), len(b)), -1)
+    """Outer product along the last axis, flattened: (..., m) x (..., n) -> (..., m * n)."""
+    product = a[..., :, None] * b[..., None, :]
+    return product.reshape(*product.shape[:-2], -1)
 
 
 # Window elements above which summing only the distinct windows pays for finding them.
 _DEDUPLICATE_ABOVE = 1 << 16
-
-
-def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """(index of one occurrence of each distinct row, which distinct row each row is) of a
-    2-D integer array, rows coded as one integer each (sorting rows whole is slow); None
-    when the columns' ranges are too wide to code that way."""
-    low, high = rows.min(axis=0), rows.max(axis=0)
-    spans = [int(v) for v in high - low + 1]
-    if math.prod(spans) >= 1 << 62:
-        return None
-    code = np.zeros(len(rows), dtype=np.int64)
-    for column, start, span in zip(rows.T, low.tolist(), spans, strict=True):
-        code = code * span + (column - start)
-    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
-    return first, inverse.reshape(-1)
 
 
 def _window_sums(
@@ -66,6 +52,46 @@ def _window_sums(
     start = offset[:, None] + k * stride[:, None]
     size = np.minimum(start + length[:, None], extent[:, None]) - np.maximum(start, 0)
     return np.where(k < count[:, None], np.maximum(size, 0), 0).sum(axis=1)
+
+
+def _axis_window_sums(
+    offset: np.ndarray,
+    stride: np.ndarray,
+    length: np.ndarray,
+    extent: np.ndarray,
+    count: np.ndarray,
+) -> np.ndarray:
+    """`_window_sums` of every (stripe shape, block config, input axis) window: `offset`
+    per axis, `stride` and `length` per (block config, axis), `extent` per (shape, axis),
+    `count` per (shape, block config, axis). Few windows are distinct (block configs share
+    their axes' strides and lengths, shapes their extents), so past a size each distinct
+    one is summed once, found by a small integer code per window instead of sorting."""
+    shape = count.shape
+    if count.size * int(count.max()) <= _DEDUPLICATE_ABOVE:
+        columns = (offset[None, None, :], stride[None], length[None], extent[:, None], count)
+        return _window_sums(*(np.broadcast_to(c, shape).reshape(-1) for c in columns)).reshape(
+            shape
+        )
+    per_block = np.stack(np.broadcast_arrays(offset[None, :], stride, length), axis=-1)
+    _, block_code = np.unique(per_block.reshape(-1, 3), axis=0, return_inverse=True)
+    block_code = block_code.reshape(stride.shape)
+    extent_low, count_low = int(extent.min()), int(count.min())
+    extent_span = int(extent.max()) - extent_low + 1
+    count_span = int(count.max()) - count_low + 1
+    span = (int(block_code.max()) + 1) * extent_span * count_span
+    code = (block_code[None] * extent_span + (extent - extent_low)[:, None]) * count_span
+    code = (code + (count - count_low)).reshape(-1)
+    if span <= max(4 * len(code), 1 << 20):
+        used = np.zeros(span, dtype=bool)
+        used[code] = True
+        representative = np.empty(span, dtype=np.int64)
+        representative[code] = np.arange(len(code))
+        first, inverse = representative[used], (np.cumsum(used) - 1)[code]
+    else:
+        _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    s, b, a = np.unravel_index(first, shape)
+    sums = _window_sums(offset[a], stride[b, a], length[b, a], extent[s, a], count[s, b, a])
+    return sums[inverse.reshape(-1)].reshape(shape)
 
 
 # Ops whose IFM Vela counts block by block (npu_performance.measure_element_access): every
@@ -135,16 +161,18 @@ class EthosuPart(Part):
         self._block_cycles = np.array(
             [(b.compute_cycles, b.output_cycles) for b in vela], dtype=np.int64
         )
-        self._block_costs: dict[tuple[StripeConfig, bool], BlockCosts] = {}
+        self._block_costs: dict[tuple[tuple, bool], BlockCosts] = {}
         self._has_dpu = self._block_cycles[:, 0] > 0
         self._all_dpu = bool(self._has_dpu.all())
-        # Per (config, rolls): the per-block terms `command_bound_cycles` recombines.
-        self._block_terms: dict[tuple[StripeConfig, bool], tuple] = {}
+        # Per (stripe tiling, rolls): the per-block terms `command_bound_batch` recombines.
+        self._block_terms: dict[tuple[tuple, bool], tuple] = {}
         self._clipped_blocks: dict[tuple[int, ...], tuple] = {}
         self._reads: dict[tuple[int, ...], np.ndarray] = {}  # per shape: blocks x inputs
         self._ifm_block_bytes: dict[tuple[int, ...], np.ndarray] = {}
         self._vela_reads = self._reads if self._shared_blocks else {}
+        self._blocks = np.maximum(self._vela_out, 1).astype(np.float64)
         self._block_volume = np.prod(np.maximum(self._vela_out, 1), axis=1)
+        self._ifm_stripes: dict[tuple[int, ...], tuple[int, int, int]] = {}
         # Output axes whose clipping shrinks a block's DPU work: the depth (NHCWB16: the
         # bricks and the 16 channels in each).
         self._depth_axes = (2, 4) if len(self.output_quantum) == 5 else (3,)
@@ -186,27 +214,14 @@ class EthosuPart(Part):
             in_stride = np.trunc((blocks @ lin.T).astype(np.float32)).astype(np.int64)
             in_stripes = stripes @ prop._nonzero.T
             in_stripes[in_stripes == 0] = 1
-            # Per (shape, block config, input axis): the axis' windows, as (offset, stride,
-            # length, extent, count); few are distinct, so each is summed once.
-            offset = np.asarray(prop.offset, dtype=np.int64)
-            windows = np.stack(
-                np.broadcast_arrays(
-                    offset[None, None, :],
-                    in_stride[None],
-                    in_shape[0, :, :, 0][None],
-                    in_extent[:, 0, :, 0][:, None],
-                    in_stripes,
-                ),
-                axis=-1,
-            ).reshape(-1, 5)
-            distinct = None
-            if len(windows) * int(in_stripes.max()) > _DEDUPLICATE_ABOVE:
-                distinct = _distinct_rows(windows)
-            if distinct is None:
-                sums = _window_sums(*windows.T)
-            else:
-                sums = _window_sums(*windows[distinct[0]].T)[distinct[1]]
-            sums = sums.reshape(in_stripes.shape)
+            # Per (shape, block config, input axis): the elements the axis' windows read.
+            sums = _axis_window_sums(
+                np.asarray(prop.offset, dtype=np.int64),
+                in_stride,
+                in_shape[0, :, :, 0],
+                in_extent[:, 0, :, 0],
+                in_stripes,
+            )
             result[:, :, i] = np.prod(sums, axis=2) * tensor.dtype_bytes
         if self.weight_tensor_idx != -1:
             spatial = all_stripes[:, :, self._height_idx] * all_stripes[:, :, self._width_idx]
@@ -216,7 +231,8 @@ class EthosuPart(Part):
     def prepare_costs(self, configs: list[StripeConfig], cost_model: str = "tvm") -> None:
         """Choose block configs for all new stripe shapes among `configs` in one batch and,
         for the "vela" cost model, count every block config's bytes read per shape (the
-        "tvm" model never asks for those: its plans would pay for the full block list)."""
+        "tvm" model never asks for those: its plans would pay for the full block list) and
+        every config's `block_costs`, batched."""
         steps = [(self._choices, self._choose_blocks)]
         if cost_model == "vela":
             steps.append((self._vela_reads, self._count_vela_reads))
@@ -227,6 +243,8 @@ class EthosuPart(Part):
                     by_length.setdefault(len(config.shape), {})[config.shape] = None
             for shapes in by_length.values():
                 make(list(shapes))
+        if cost_model == "vela":
+            self._prepare_vela_block_costs(configs)
 
     def _count_vela_reads(self, shapes: list[tuple[int, ...]]) -> None:
         """Bytes read per input by every block config of the "vela" list, per shape."""
@@ -304,16 +322,22 @@ class EthosuPart(Part):
         )
 
     def block_costs(self, config: StripeConfig, mode: BufferMode) -> BlockCosts:
-        # Memoised per (config, rolls): a ROLLING output that cannot roll costs the same as
-        # a RECOMPUTE one, so both modes share one entry then.
+        # Memoised per (stripe tiling, rolls): a ROLLING output that cannot roll costs the
+        # same as a RECOMPUTE one, so both modes share one entry then; configs that differ
+        # only in loop order too (Vela counts stripes, not their order).
         key = self._costs_key(config, mode)
         costs = self._block_costs.get(key)
         if costs is None:
-            costs = self._vela_block_costs(config, key[1])
-            self._block_costs[key] = costs
+            self._vela_block_costs([(key, config)])
+            costs = self._block_costs[key]
         return costs
 
-    def _costs_key(self, config: StripeConfig, mode: BufferMode) -> tuple[StripeConfig, bool]:
+    def costed_mode(self, config: StripeConfig, mode: BufferMode) -> BufferMode:
+        """The buffer mode `block_costs` counts an output of `config` in: a ROLLING output
+        that cannot roll costs what a RECOMPUTE one does, so a plan can share its costs."""
+        return BufferMode.ROLLING if self._costs_key(config, mode)[1] else BufferMode.RECOMPUTE
+
+    def _costs_key(self, config: StripeConfig, mode: BufferMode) -> tuple[tuple, bool]:
         rolls = (
             mode == BufferMode.ROLLING
             and config.stripe_count > 1
@@ -321,7 +345,19 @@ class EthosuPart(Part):
                 count == 1 for axis, count in enumerate(config.stripes) if axis != self._height_idx
             )
         )
-        return config, rolls
+        key = config.key
+        return (*key[:3], *key[4:]), rolls
+
+    def _prepare_vela_block_costs(self, configs: list[StripeConfig]) -> None:
+        """`block_costs` of every config in `configs`, in each mode, in batches."""
+        wanted: dict[tuple, StripeConfig] = {}
+        for config in configs:
+            for mode in (BufferMode.RECOMPUTE, BufferMode.ROLLING):
+                key = self._costs_key(config, mode)
+                if key not in self._block_costs:
+                    wanted.setdefault(key, config)
+        if wanted:
+            self._vela_block_costs(list(wanted.items()))
 
     def ifm_block_bytes(self, config: StripeConfig) -> np.ndarray:
         """Bytes of one IFM block per block config, clipped to the IFM of a stripe of
@@ -340,7 +376,15 @@ class EthosuPart(Part):
 
     def _ifm_stripe(self, config: StripeConfig) -> tuple[int, int, int]:
         """(height, width, depth) of the IFM a stripe of `config` reads, within the IFM
-        (NHCWB16 in whole bricks; lower-rank shapes fill from the right)."""
+        (NHCWB16 in whole bricks; lower-rank shapes fill from the right); memoised per
+        stripe shape."""
+        found = self._ifm_stripes.get(config.shape)
+        if found is None:
+            found = self._ifm_stripes[config.shape] = self._stripe_ifm(config)
+        return found
+
+    def _stripe_ifm(self, config: StripeConfig) -> tuple[int, int, int]:
+        """`_ifm_stripe`, computed."""
         ifm = self.inputs[0]
         needed = self.propagators[0].propagate_shapes(np.array([config.shape], dtype=np.float64))
         shape = np.minimum(needed[0], ifm.shape)
@@ -356,7 +400,7 @@ class EthosuPart(Part):
         ifm_block_cycles: np.ndarray,
         ofm_cycles_per_byte: np.ndarray,
         ofm_latency: float,
-        bias_latencies: Sequence[float | None],
+        bias_latencies: Sequence[float | np.ndarray | None],
     ) -> list[np.ndarray]:
         """`block_costs` compute cycles once the memory the op runs in is known, as Vela's
         `_estimate_conv_cycles` charges it per block: the DPU and the output each take at
@@ -367,37 +411,84 @@ class EthosuPart(Part):
         counted, as for an op without). An elementwise op's cycles per element are bound
         the same way. The plan gives, per block config, the IFM area's read latency plus
         an IFM block's transfer (`ifm_block_cycles`), the OFM area's write cycles per byte
-        and that area's write latency."""
-        key = self._costs_key(config, mode)
-        self.block_costs(config, mode)
-        dpu, out, n_blocks, out_part, dpu_part, stripes, written = self._block_terms[key]
-        ofm_bytes = self._block_volume[:, None] * out_part * self.output.dtype_bytes
-        fetches = ifm_block_cycles[:, None] + ofm_bytes * ofm_cycles_per_byte[:, None] + ofm_latency
-        has_dpu = self._has_dpu
-        elementwise = None
-        if not self._all_dpu:
-            elementwise = self._block_cycles[:, 1].astype(np.float64)
-            whole_block = (
-                self._block_volume * self.output.dtype_bytes * ofm_cycles_per_byte + ofm_latency
+        and that area's write latency. `ifm_block_cycles` may have a leading axis (one row
+        per plan), as do the arrays returned then, and a latency may be an array along it."""
+        ifm = np.asarray(ifm_block_cycles, dtype=np.float64)
+        plans = ifm.reshape(1, -1, ifm.shape[-1])
+        latencies = [
+            None
+            if latency is None
+            else np.broadcast_to(np.asarray(latency, dtype=np.float64), plans.shape[1:2])
+            for latency in bias_latencies
+        ]
+        found = self.command_bound_batch(
+            [config], [mode], plans, ofm_cycles_per_byte[None], ofm_latency, latencies
+        )
+        return [cycles[0].reshape(ifm.shape) for cycles in found]
+
+    def command_bound_batch(
+        self,
+        configs: list[StripeConfig],
+        modes: list[BufferMode],
+        ifm_block_cycles: np.ndarray,
+        ofm_cycles_per_byte: np.ndarray,
+        ofm_latency: float,
+        bias_latencies: Sequence[np.ndarray | None],
+    ) -> list[np.ndarray]:
+        """`command_bound_cycles` of many configs (`modes`: each one's buffer mode) under
+        several plans' areas each: `ifm_block_cycles` per (config, plan, block config),
+        `ofm_cycles_per_byte` per (config, block config), each latency of
+        `bias_latencies` per plan. One (config, plan, block config) array per latency
+        entry. Configs with as many distinct stripe shapes go through one set of array
+        operations, each with the operations it gets alone."""
+        keys = [self._costs_key(config, mode) for config, mode in zip(configs, modes, strict=True)]
+        for config, mode in zip(configs, modes, strict=True):
+            self.block_costs(config, mode)
+        found = [np.empty(ifm_block_cycles.shape) for _ in bias_latencies]
+        by_width: dict[int, list[int]] = {}
+        for index, key in enumerate(keys):
+            by_width.setdefault(len(self._block_terms[key][5]), []).append(index)
+        for rows in by_width.values():
+            terms = [self._block_terms[keys[index]] for index in rows]
+            # Per (config, plan, block config, stripe shape); plans share the block terms.
+            dpu, out, n_blocks, out_part, dpu_part = (
+                np.stack([term[axis] for term in terms])[:, None] for axis in range(5)
             )
-            elementwise = np.maximum(
-                elementwise, (ifm_block_cycles + whole_block + elementwise) / 4
-            )
-            elementwise = np.ceil(elementwise * written / self._block_volume)
-        found = []
-        for latency in bias_latencies:
-            output = out
-            if latency is not None:
-                bias = 10 * self._block_channels[:, None] * dpu_part * latency / 256
-                output = np.maximum(out, bias)
-            command = (fetches + output + dpu) / 4
-            busy, output = np.maximum(dpu, command), np.maximum(output, command)
-            stripe_cycles = np.maximum(busy, output) * n_blocks + np.minimum(busy, output)
-            cycles = stripe_cycles @ stripes
-            found.append(cycles if elementwise is None else np.where(has_dpu, cycles, elementwise))
+            ifm = ifm_block_cycles[rows]
+            per_byte = ofm_cycles_per_byte[rows]
+            ofm_bytes = self._block_volume[:, None] * out_part * self.output.dtype_bytes
+            fetches = ifm[..., None] + ofm_bytes * per_byte[:, None, :, None] + ofm_latency
+            elementwise = None
+            if not self._all_dpu:
+                written = np.array([term[6] for term in terms], dtype=np.int64)[:, None, None]
+                elementwise = self._block_cycles[:, 1].astype(np.float64)
+                whole_block = self._block_volume * self.output.dtype_bytes * per_byte + ofm_latency
+                elementwise = np.maximum(
+                    elementwise, (ifm + whole_block[:, None] + elementwise) / 4
+                )
+                elementwise = np.ceil(elementwise * written / self._block_volume)
+            for entry, latency in enumerate(bias_latencies):
+                output = out
+                if latency is not None:
+                    latency = np.asarray(latency, dtype=np.float64)[:, None, None]
+                    bias = 10 * self._block_channels[:, None] * dpu_part * latency / 256
+                    output = np.maximum(out, bias)
+                command = (fetches + output + dpu) / 4
+                busy, output = np.maximum(dpu, command), np.maximum(output, command)
+                stripe_cycles = np.maximum(busy, output) * n_blocks + np.minimum(busy, output)
+                # One matrix-vector product per (config, plan), as alone.
+                cycles = np.array(
+                    [
+                        [per_plan @ term[5] for per_plan in per_config]
+                        for per_config, term in zip(stripe_cycles, terms, strict=True)
+                    ]
+                )
+                if elementwise is not None:
+                    cycles = np.where(self._has_dpu, cycles, elementwise)
+                found[entry][rows] = cycles
         return found
 
-    def _vela_block_costs(self, config: StripeConfig, sliding: bool) -> BlockCosts:
+    def _vela_block_costs(self, entries: list[tuple[tuple, StripeConfig]]) -> None:
         """Vela's count (npu_performance) for every block config: each stripe is one NPU
         operation costing max(DPU, output) cycles per block over its own ceil-divided blocks
         plus the smaller of the two once, a block clipped to a smaller stripe doing that
@@ -408,37 +499,56 @@ class EthosuPart(Part):
         other axes it is recomputed, as the flow's schedule runs it. Inputs are read
         as the blocks fetch them (the main input of a convolution or pooling as Vela counts
         it, `_block_fetches`; the weights with the share of their stripe's encoded stream
-        overhead); the output is written once per element computed."""
-        sizes = [
-            axis_stripe_sizes(offset, count, int(stride), shape, extent, sliding)
-            for offset, count, stride, shape, extent in zip(
-                config.offset,
-                config.stripes,
-                config.strides,
-                config.shape,
-                config.extent,
-                strict=True,
-            )
-        ]
-        # Per block config (rows) and distinct stripe shape (columns, the product of each
-        # axis' sizes): blocks per stripe, and the fraction of a block's DPU work and of
-        # its output elements left when Vela clips the block to a smaller stripe.
-        blocks = np.maximum(self._vela_out, 1).astype(np.float64)
-        used = sizes[: blocks.shape[1]]
+        overhead); the output is written once per element computed.
+        `entries` are (memo key, config) pairs, the key's second entry `sliding`; configs
+        whose axes have as many stripe sizes each go through one set of array operations
+        (a leading axis of configs), with each config's operations as alone."""
+        groups: dict[tuple[int, ...], list] = {}
+        for key, config in entries:
+            sizes = [
+                axis_stripe_sizes(offset, count, int(stride), shape, extent, key[1])
+                for offset, count, stride, shape, extent in zip(
+                    config.offset,
+                    config.stripes,
+                    config.strides,
+                    config.shape,
+                    config.extent,
+                    strict=True,
+                )
+            ]
+            groups.setdefault(tuple(map(len, sizes)), []).append((key, config, sizes))
+        for group in groups.values():
+            self._vela_block_costs_group(group)
+
+    def _vela_block_costs_group(self, group: list[tuple[tuple, StripeConfig, list]]) -> None:
+        """`_vela_block_costs` of configs with as many stripe sizes per axis (`group`:
+        (memo key, config, per axis {size: stripe count}))."""
+        count = len(group)
+        # Per config (axis 0), block config (axis 1) and distinct stripe shape (axis 2, the
+        # product of each axis' sizes): blocks per stripe, and the fraction of a block's
+        # DPU work and of its output elements left when Vela clips the block to a smaller
+        # stripe.
+        blocks = self._blocks
+        used = [sizes[: blocks.shape[1]] for _, _, sizes in group]
         # Axes with one stripe size (most of them) in one go; the others as outer products.
-        whole = [axis for axis, by_size in enumerate(used) if len(by_size) == 1]
-        size = np.array([next(iter(used[axis])) for axis in whole], dtype=np.float64)
-        clipped = np.minimum(size, blocks[:, whole]) / blocks[:, whole]
+        whole = [axis for axis, by_size in enumerate(used[0]) if len(by_size) == 1]
+        size = np.array(
+            [[next(iter(axes[axis])) for axis in whole] for axes in used], dtype=np.float64
+        ).reshape(count, 1, len(whole))
+        whole_blocks = blocks[:, whole]
+        clipped = np.minimum(size, whole_blocks) / whole_blocks
         depth = [i for i, axis in enumerate(whole) if axis in self._depth_axes]
-        n_blocks = np.prod(np.ceil(size / blocks[:, whole]), axis=1, keepdims=True)
-        out_part = np.prod(clipped, axis=1, keepdims=True)
-        dpu_part = np.prod(clipped[:, depth], axis=1, keepdims=True)
-        stripes = np.array([[math.prod(next(iter(used[axis].values())) for axis in whole)]])
-        for axis, by_size in enumerate(used):
+        n_blocks = np.prod(np.ceil(size / whole_blocks), axis=2, keepdims=True)
+        out_part = np.prod(clipped, axis=2, keepdims=True)
+        dpu_part = np.prod(clipped[:, :, depth], axis=2, keepdims=True)
+        stripes = np.array(
+            [[math.prod(next(iter(axes[axis].values())) for axis in whole)] for axes in used]
+        )
+        for axis, by_size in enumerate(used[0]):
             if len(by_size) == 1:
                 continue
-            size = np.fromiter(by_size, dtype=np.float64, count=len(by_size))[None, :]
-            count = np.fromiter(by_size.values(), dtype=np.float64, count=len(by_size))[None, :]
+            size = np.array([list(axes[axis]) for axes in used], dtype=np.float64)[:, None, :]
+            counts = np.array([list(axes[axis].values()) for axes in used], dtype=np.float64)
             block = blocks[:, axis, None]
             clipped = np.minimum(size, block) / block
             n_blocks = _outer(n_blocks, np.ceil(size / block))
@@ -446,52 +556,71 @@ class EthosuPart(Part):
             dpu_part = _outer(
                 dpu_part, clipped if axis in self._depth_axes else np.ones_like(clipped)
             )
-            stripes = _outer(stripes, count)
+            stripes = _outer(stripes, counts)
         dpu = self._block_cycles[:, 0, None] * dpu_part
         out = self._block_cycles[:, 1, None] * out_part
         per_block = np.maximum(dpu, out)
         stripe_cycles = per_block * n_blocks + np.minimum(dpu, out)
-        written = math.prod(sum(n * c for n, c in by_size.items()) for by_size in sizes)
-        cycles = np.where(
-            self._block_cycles[:, 0] > 0,
-            stripe_cycles @ stripes[0],
-            np.ceil(self._block_cycles[:, 1] * written / self._block_volume),
-        )
-        self._block_terms[config, sliding] = (dpu, out, n_blocks, out_part, dpu_part,
-                                              stripes[0], written)  # fmt: skip
-        stripe_count = math.prod(config.stripes)
-        if config.shape not in self._vela_reads:
-            self.prepare_costs([config], "vela")
-        read = self._vela_reads[config.shape] * float(stripe_count)
-        read[:, 0] *= self.subkernels
+        written = [
+            math.prod(sum(n * c for n, c in by_size.items()) for by_size in sizes)
+            for _, _, sizes in group
+        ]
+        written_array = np.array(written, dtype=np.int64)[:, None]
+        # One matrix-vector product per config, as alone.
+        cycles = np.stack([s @ v for s, v in zip(stripe_cycles, stripes, strict=True)])
+        if not self._all_dpu:
+            cycles = np.where(
+                self._has_dpu,
+                cycles,
+                np.ceil(self._block_cycles[:, 1] * written_array / self._block_volume),
+            )
+        reads = np.stack([self._reads_of(config.shape) for _, config, _ in group])
+        read = reads * np.array([float(math.prod(c.stripes)) for _, c, _ in group])[:, None, None]
+        read[:, :, 0] *= self.subkernels
         if self.weight_tensor_idx != -1 and self.weight_stream_bytes:
-            read[:, self.weight_tensor_idx] *= 1 + self._stream_share(config.shape)
+            share = np.array([1 + self._stream_share(c.shape) for _, c, _ in group])
+            read[:, :, self.weight_tensor_idx] *= share[:, None]
         if self.op in _BLOCK_FETCHED:
-            read[:, 0] = self._block_fetches(config, blocks, n_blocks @ stripes[0])
-        return BlockCosts(
-            cycles.astype(np.float64),
-            read.astype(np.float64),
-            written * self.output.dtype_bytes,
-            self._stripe_blocks(config.shape),
-        )
+            total_blocks = np.stack([n @ v for n, v in zip(n_blocks, stripes, strict=True)])
+            read[:, :, 0] = self._block_fetches([c for _, c, _ in group], blocks, total_blocks)
+        dtype_bytes = self.output.dtype_bytes
+        for index, (key, config, _) in enumerate(group):
+            self._block_terms[key] = (dpu[index], out[index], n_blocks[index], out_part[index],
+                                      dpu_part[index], stripes[index], written[index])  # fmt: skip
+            self._block_costs[key] = BlockCosts(
+                cycles[index],
+                read[index],
+                written[index] * dtype_bytes,
+                self._stripe_blocks(config.shape),
+            )
+
+    def _reads_of(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Bytes read per input by every "vela" block config for a stripe of `shape`."""
+        found = self._vela_reads.get(shape)
+        if found is None:
+            self._count_vela_reads([shape])
+            found = self._vela_reads[shape]
+        return found
 
     def _block_fetches(
-        self, config: StripeConfig, blocks: np.ndarray, total_blocks: np.ndarray
+        self, configs: list[StripeConfig], blocks: np.ndarray, total_blocks: np.ndarray
     ) -> np.ndarray:
-        """IFM bytes per block config as Vela counts them for stripes of `config`
-        (`total_blocks` OFM blocks in all): each OFM block fetches, per sub-kernel, the IFM
-        block clipped to the stripe's IFM (not to what the block needs at an edge) across
-        the IFM depth (bricks rounded to 16 channels); a depthwise or pooling op fetches
-        once per spatial block, its depth blocks sharing the fetch."""
-        height, width, depth = self._ifm_stripe(config)
+        """IFM bytes per config (rows) and block config as Vela counts them for stripes of
+        the config (`total_blocks` OFM blocks in all): each OFM block fetches, per
+        sub-kernel, the IFM block clipped to the stripe's IFM (not to what the block needs
+        at an edge) across the IFM depth (bricks rounded to 16 channels); a depthwise or
+        pooling op fetches once per spatial block, its depth blocks sharing the fetch."""
+        stripe = np.array([self._ifm_stripe(config) for config in configs], dtype=np.int64)
         blocks_hw = self._ifm_blocks
-        area = np.minimum(blocks_hw[:, 0], height) * np.minimum(blocks_hw[:, 1], width)
+        area = np.minimum(blocks_hw[:, 0], stripe[:, 0, None]) * np.minimum(
+            blocks_hw[:, 1], stripe[:, 1, None]
+        )
         fetches = total_blocks
         if self.op not in _WHOLE_IFM_DEPTH:
             axes = list(self._depth_axes)
-            ofm_depth = np.array(config.shape, dtype=np.float64)[axes]
-            fetches = fetches / np.prod(np.ceil(ofm_depth / blocks[:, axes]), axis=1)
-        return fetches * area * depth * self.subkernels * self.inputs[0].dtype_bytes
+            ofm_depth = np.array([config.shape for config in configs], dtype=np.float64)[:, axes]
+            fetches = fetches / np.prod(np.ceil(ofm_depth[:, None, :] / blocks[:, axes]), axis=2)
+        return fetches * area * stripe[:, 2, None] * self.subkernels * self.inputs[0].dtype_bytes
 
     def _stream_share(self, shape: tuple[int, ...]) -> float:
         """Bytes a stripe of `shape` reads of its weight stream's overhead per encoded byte

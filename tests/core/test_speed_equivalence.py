@@ -29,6 +29,7 @@ from cascader.core.single_plans import (
 )
 from cascader.core.stripe_generation import generate_output_stripe_configs
 from cascader.core.tensor_config import TensorConfigState
+from cascader.ethosu.part import _axis_window_sums, _window_sums
 
 SHARED = Path(
     os.environ.get("CASCADER_SHARED", Path(__file__).resolve().parents[2].parent / "shared")
@@ -61,6 +62,27 @@ def test_array_accumulation_is_the_single_precision_loop(rows):
     columns = [np.array([r[k] for r in padded]) for k in range(width)]
     got = _accumulate(columns)
     assert got.tolist() == [_scalar_accumulate(r) for r in padded]
+
+
+@pytest.mark.parametrize(
+    ("stripes", "blocks", "scale"),
+    [(3, 2, 1), (60, 40, 1), (200, 100, 1), (150, 100, 1000)],
+    ids=["small", "deduplicated", "many", "wide-codes"],
+)
+def test_axis_window_sums_are_the_window_sums(stripes, blocks, scale):
+    """Summing only the distinct windows (by integer code, or sorted codes when the codes
+    span too much) gives every window's own sum."""
+    rng = np.random.default_rng(stripes)
+    axes = 4
+    offset = rng.integers(-2, 1, axes)
+    stride = rng.integers(1, 9, (blocks, axes)) * scale
+    length = stride + rng.integers(0, 3, (blocks, axes))
+    extent = rng.integers(10, 60, (stripes, axes)) * scale
+    count = rng.integers(1, 30, (stripes, blocks, axes))
+    columns = (offset[None, None, :], stride[None], length[None], extent[:, None], count)
+    plain = _window_sums(*(np.broadcast_to(c, count.shape).reshape(-1) for c in columns))
+    got = _axis_window_sums(offset, stride, length, extent, count)
+    assert got.tolist() == plain.reshape(count.shape).tolist()
 
 
 def _document(path, **options):
@@ -207,10 +229,11 @@ def _plain_vela_single_plans(part, configs, ctx):
             tensor_configs = inputs
             for out in outputs:
                 tensor_configs = (*tensor_configs, out)
-                compute, access = ctx.vela_cost(
-                    part, config, out.buffer_mode, (*areas, out.copy_region), const_area
+                compute, access = ctx.vela_costs(
+                    part, [config], [out.buffer_mode], out.copy_region, ((areas, const_area),)
                 )
-                cycles = int(max(compute + extra, sum(c[2] for c in combo), *access))
+                access = access[0, 0].tolist()
+                cycles = int(max(compute[0, 0] + extra, sum(c[2] for c in combo), *access))
                 boundary = out.home_region == cascade and out.state == BOUNDARY
                 memory = sum(c[1] for c in combo) + (out.tensor.size if boundary else 0)
                 open_configs = (*opens, out) if out.state == INTERIOR else opens
@@ -371,3 +394,65 @@ def test_batched_merging_is_the_plain_merge(path, options, two_homes):
     plain = PlanContext(document.graph, regions, homes, document.options)
     batched = PlanContext(load_graph(path).graph, regions, homes, document.options)
     assert _described(generate_graph_plans(batched)) == _described(_plain_graph_plans(plain))
+
+
+KWS_MODEL = SHARED / "models" / "kws_dscnn.tflite"
+
+
+def _flow_document():
+    """kws from the flow (its parts know their weights), "vela" cost model, multi-d striping."""
+    from cascader.core.options import CascaderOptions
+    from cascader.ethosu.memory import system_memory
+    from cascader.flow.cascader_graph import graph_document
+    from cascader.flow.frontend import load_tflite
+    from cascader.flow.pipeline import front_half
+
+    accelerator = "ethos-u55-256"
+    front = front_half(load_tflite(str(KWS_MODEL)), accelerator)
+    memory = system_memory(accelerator, "Ethos_U55_High_End_Embedded", "Shared_Sram", 1 << 20)
+    options = CascaderOptions(
+        enable_striping=True, enable_multi_dimensional_striping=True, cost_model="vela"
+    )
+    return graph_document(front.network.graph, memory, options)
+
+
+@pytest.mark.skipif(not KWS_MODEL.is_file(), reason=f"no {KWS_MODEL}")
+def test_batched_vela_costs_are_each_alone():
+    """A part's "vela" block costs prepared for many stripe configs at once, and its cost
+    for many (stripe config, area set) pairs at once, are what each gets alone (on a
+    part that has computed nothing else)."""
+    batched, alone = _flow_document(), _flow_document()
+    ctx = PlanContext(batched.graph, batched.regions, batched.home_map, batched.options)
+    alone_ctx = PlanContext(alone.graph, alone.regions, alone.home_map, alone.options)
+    cascade, homes, checked = ctx.cascade, batched.home_map, 0
+    for part, fresh in zip(batched.graph.parts, alone.graph.parts, strict=True):
+        if not hasattr(part, "command_bound_batch"):
+            continue
+        configs = _stripe_configs(part, batched.options)[::4]
+        modes = [(RECOMPUTE, ROLLING)[i % 2] for i in range(len(configs))]
+        part.prepare_costs(configs, "vela")
+        for config, mode in zip(configs, modes, strict=True):
+            ours, single = part.block_costs(config, mode), fresh.block_costs(config, mode)
+            assert ours.compute_cycles.tolist() == single.compute_cycles.tolist()
+            assert ours.read_bytes.tolist() == single.read_bytes.tolist()
+            assert (ours.write_bytes, ours.block_shapes) == (
+                single.write_bytes,
+                single.block_shapes,
+            )
+        # Constants read in place or copied (not counted), feature maps where they may live.
+        per_slot = [
+            [None, *homes[t.id]] if t.is_constant else sorted({cascade, *homes[t.id]})
+            for t in part.inputs
+        ]
+        weights = part.weight_tensor_idx
+        constants = [None] if weights < 0 else sorted({cascade, *homes[part.inputs[weights].id]})
+        area_sets = tuple(itertools.product(itertools.product(*per_slot), constants))
+        for out_area in sorted({cascade, *homes[part.output.id]}):
+            compute, access = ctx.vela_costs(part, configs, modes, out_area, area_sets)
+            for t, (config, mode) in enumerate(zip(configs, modes, strict=True)):
+                for k, area_set in enumerate(area_sets):
+                    one = alone_ctx.vela_costs(fresh, [config], [mode], out_area, (area_set,))
+                    assert compute[t, k] == one[0][0, 0]
+                    assert access[t, k].tolist() == one[1][0, 0].tolist()
+                    checked += 1
+    assert checked > 500
