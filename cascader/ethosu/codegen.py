@@ -92,6 +92,7 @@ _DTYPES = {
     "int32": NpuDataType.INT32,
 }
 _POOL = {"MAX": NpuPoolingOp.MAX, "AVG": NpuPoolingOp.AVERAGE, "SUM": NpuPoolingOp.REDUCE_SUM}
+_LAYOUTS = {layout: NpuLayout[layout.value] for layout in Layout}
 _UPSCALE = {
     "NONE": NpuResamplingMode.NONE,
     "NEAREST": NpuResamplingMode.NEAREST,
@@ -163,10 +164,13 @@ def encoded_weights(accelerator: str, op: Conv2D, lo: int, hi: int, depth: int) 
 
 def encoded_size(accelerator: str, ops: Sequence[NpuOp]) -> Callable[[int, int, int, int], int]:
     """(part, lo, hi, block depth) -> bytes of part `part`'s encoded weights for output
-    channels [lo, hi): what the schedule sizes weight buffers with."""
+    channels [lo, hi): what the schedule sizes weight buffers with. It is the length of
+    `encoded_weights`, counted from the cores' streams without joining them (the schedule
+    asks for sizes thousands of times a point)."""
 
     def size(part: int, lo: int, hi: int, depth: int) -> int:
-        return len(encoded_weights(accelerator, ops[part], lo, hi, depth))
+        streams = core_weight_streams(accelerator, ops[part], lo, hi, depth)
+        return sum(_aligned(len(s)) for s in streams[:-1]) + len(streams[-1])
 
     return size
 
@@ -302,64 +306,72 @@ def _feature_map(
     steps: tuple[int, ...] = (1, 1, 1, 1),
 ) -> NpuFeatureMap:
     """`box` of `tensor` as the NPU addresses it in `buf` (whose window starts at `origin`);
-    a rolling buffer's wrap becomes a second tile."""
+    a rolling buffer's wrap becomes a second tile. Called for every operand of every stripe,
+    so it indexes instead of zipping and shares the (immutable) unit-step strides."""
     fm = NpuFeatureMap()
     fm.data_type = _DTYPES[tensor.dtype]
     fm.region = buf.region
-    fm.layout = NpuLayout[buf.layout.value]
+    layout = buf.layout
+    fm.layout = _LAYOUTS[layout]
     fm.quantization = _quant(tensor.quant)
     _, h, w, c = box.shape
-    fm.shape = NpuShape3D(height=h, width=w, depth=c)
+    fm.shape = NpuShape3D(h, w, c)
     elem = buf.dtype_bytes
-    base = _strides(buf.frame, buf.layout, elem)
-    _, y0, x0, c0 = (b - o for b, o in zip(box.start, origin, strict=True))
-    if buf.kind == "rolling":
-        y0 = box.start[1] % buf.rows
-    address = buf.address + _offset(y0, x0, c0, base, buf.layout, elem)
-    if buf.kind == "rolling" and y0 + h > buf.rows:
+    base = _strides(buf.frame, layout, elem)
+    start = box.start
+    x0, c0 = start[2] - origin[2], start[3] - origin[3]
+    rolling = buf.kind == "rolling"
+    y0 = start[1] % buf.rows if rolling else start[1] - origin[1]
+    address = buf.address + _offset(y0, x0, c0, base, layout, elem)
+    if rolling and y0 + h > buf.rows:
         first = buf.rows - y0
-        wrapped = buf.address + _offset(0, x0, c0, base, buf.layout, elem)
+        wrapped = buf.address + _offset(0, x0, c0, base, layout, elem)
         fm.tiles = NpuTileBox(first, first, w, [address, 0, wrapped, 0])
     else:
         fm.tiles = NpuTileBox(h, h, w, [address, 0, 0, 0])
     if steps[3] != 1:
         raise ScheduleError("the NPU cannot step over channels when reading a feature map")
-    fm.strides = NpuShape3D(
-        height=base.height * steps[1], width=base.width * steps[2], depth=base.depth
-    )
+    if steps[1] == steps[2] == 1:
+        fm.strides = base
+    else:
+        fm.strides = NpuShape3D(base.height * steps[1], base.width * steps[2], base.depth)
     return fm
 
 
-def _lines(box: Box, buf: Buffer, origin: tuple[int, ...]) -> list[tuple[int, int]]:
-    """(address, bytes) of each contiguous line of `box` in `buf`: a run of channels (NHWC)
-    or a brick row (NHCWB16), in row-major order."""
+def _line_starts(box: Box, buf: Buffer, origin: tuple[int, ...]) -> tuple[np.ndarray, int]:
+    """The address of each contiguous line of `box` in `buf`, in row-major order, and the
+    lines' length: a run of channels (NHWC) or a brick row (NHCWB16)."""
     elem = buf.dtype_bytes
     strides = _strides(buf.frame, buf.layout, elem)
-    _, y0, x0, c0 = (b - o for b, o in zip(box.start, origin, strict=True))
+    y0, x0, c0 = (box.start[a] - origin[a] for a in (1, 2, 3))
     _, h, w, c = box.shape
+    rows = buf.address + np.arange(y0, y0 + h, dtype=np.int64) * strides.height
     if buf.layout == Layout.NHCWB16:
-        points = [(y, x0, cb * 16, w * 16 * elem) for y in range(y0, y0 + h)
-                  for cb in range(c0 // 16, math.ceil((c0 + c) / 16))]  # fmt: skip
+        bricks = np.arange(c0 // 16, math.ceil((c0 + c) / 16), dtype=np.int64)
+        inner, length = x0 * strides.width + bricks * strides.depth, w * 16 * elem
     else:
-        points = [(y, x, c0, c * elem) for y in range(y0, y0 + h) for x in range(x0, x0 + w)]
-    return [
-        (buf.address + _offset(y, x, ch, strides, buf.layout, elem), n) for y, x, ch, n in points
-    ]
+        columns = np.arange(x0, x0 + w, dtype=np.int64)
+        inner, length = columns * strides.width + c0 * elem, c * elem
+    return (rows[:, None] + inner[None, :]).ravel(), length
 
 
 def _copy_runs(
     box: Box, src: Buffer, src_origin: tuple[int, ...], dst: Buffer, dst_origin: tuple[int, ...]
 ) -> list[tuple[int, int, int]]:
-    """(source, destination, bytes) DMA runs copying `box` between two buffers: line by line,
-    merged while both sides stay contiguous."""
-    runs: list[tuple[int, int, int]] = []
-    pairs = zip(_lines(box, src, src_origin), _lines(box, dst, dst_origin), strict=True)
-    for (s, n), (d, _) in pairs:
-        if runs and runs[-1][0] + runs[-1][2] == s and runs[-1][1] + runs[-1][2] == d:
-            runs[-1] = (runs[-1][0], runs[-1][1], runs[-1][2] + n)
-        else:
-            runs.append((s, d, n))
-    return runs
+    """(source, destination, bytes) DMA runs copying `box` between two buffers: line by line
+    (source line lengths), a run going on while both sides stay contiguous."""
+    source, length = _line_starts(box, src, src_origin)
+    dest, _ = _line_starts(box, dst, dst_origin)
+    if len(source) != len(dest):
+        raise ValueError(f"{len(source)} source lines cannot be copied to {len(dest)} lines")
+    if not len(source):
+        return []
+    ends = np.flatnonzero((source[1:] != source[:-1] + length) | (dest[1:] != dest[:-1] + length))
+    starts = np.concatenate(([0], ends + 1))
+    counts = np.diff(np.append(starts, len(source)))
+    return list(
+        zip(source[starts].tolist(), dest[starts].tolist(), (counts * length).tolist(), strict=True)
+    )
 
 
 # ---- operations ------------------------------------------------------------------------------
@@ -442,6 +454,7 @@ class _Emitter:
         self.blocks = {s.part: s.block for s in schedule.steps if isinstance(s, Stripe)}
         self.filled: set[int] = set()
         self.encoded: dict[tuple[str, int, int, int], list[bytes]] = {}
+        self.ranges: dict[tuple[str, int, int, int, int], list[NpuAddressRange]] = {}
 
     def area(self, region: int) -> str:
         if region == REGION_CONSTANTS:
@@ -492,19 +505,27 @@ class _Emitter:
         self, op: Conv2D, stripe: Stripe, what: str, buffer: int
     ) -> list[NpuAddressRange]:
         """One address range per active core, read from the copy in `buffer` when there is
-        one, else from the constants."""
+        one, else from the constants. Worked out once per schedule for each part, channel
+        range and buffer (a part's stripes mostly share them); each stripe gets its own list
+        of the (immutable) ranges."""
         lo, hi = stripe.channels
-        streams = self.streams(op, stripe.part, what, lo, hi)
-        whole = self.constant_range(op, stripe.part, what, lo, hi)
-        if buffer < 0:
-            return _core_ranges(whole.region, whole.address, streams)
-        buf = self.buffers[buffer]
-        if whole.length > buf.size:
-            raise ScheduleError(
-                f"{op.name}: {what} of channels [{lo}, {hi}) take {whole.length} bytes, "
-                f"buffer {buffer} holds {buf.size}"
-            )
-        return _core_ranges(buf.region, buf.address, streams)
+        key = (what, stripe.part, lo, hi, buffer)
+        found = self.ranges.get(key)
+        if found is None:
+            streams = self.streams(op, stripe.part, what, lo, hi)
+            whole = self.constant_range(op, stripe.part, what, lo, hi)
+            if buffer < 0:
+                found = _core_ranges(whole.region, whole.address, streams)
+            else:
+                buf = self.buffers[buffer]
+                if whole.length > buf.size:
+                    raise ScheduleError(
+                        f"{op.name}: {what} of channels [{lo}, {hi}) take {whole.length} bytes, "
+                        f"buffer {buffer} holds {buf.size}"
+                    )
+                found = _core_ranges(buf.region, buf.address, streams)
+            self.ranges[key] = found
+        return list(found)
 
     def block_depth(self, part: int) -> int:
         """The OFM block depth of the part's stripes, which its weight encoding depends on."""
@@ -666,7 +687,9 @@ def generate(schedule: Schedule, accelerator: str, command_streams: bool = True)
     pending: dict[tuple[int, int], int] = {}  # (part, buffer) -> constant bytes copied into it
     for step in schedule.steps:
         function = net.function_of[step.part]
-        stream = streams.setdefault(function, FunctionStream(net.functions[function].name, []))
+        stream = streams.get(function)
+        if stream is None:
+            stream = streams[function] = FunctionStream(net.functions[function].name, [])
         if isinstance(step, Copy):
             dmas = emitter.copy_ops(step)
             stream.operations += dmas

@@ -4,6 +4,7 @@ costs depend on, convertible to and from Vela's public API operations (`ethosu.v
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from ethosu.vela.api import (
@@ -175,31 +176,33 @@ class NpuOpDescription:
 
     @classmethod
     def from_npu_op(cls, op: NpuBlockOperation) -> NpuOpDescription:
-        """The description of one Vela API operation (e.g. one stripe from codegen)."""
-        kind, sub_op, part_kernel_first = _kind_of(op)
-        kernel = op.kernel or NpuKernel(1, 1)
-        ifm2 = op.ifm2
-        return cls(
-            kind=kind,
-            ifm_shape=tuple(op.ifm.shape),
-            ofm_shape=tuple(op.ofm.shape),
-            kernel=(kernel.height, kernel.width),
-            stride=(kernel.stride_y, kernel.stride_x),
-            dilation=(kernel.dilation_y, kernel.dilation_x),
-            sub_op=sub_op,
-            ifm2_shape=tuple(ifm2.shape) if ifm2 is not None else None,
-            ifm2_scalar=op.ifm2_scalar is not None,
-            ifm_dtype=_DTYPE_NAMES[op.ifm.data_type],
-            ofm_dtype=_DTYPE_NAMES[op.ofm.data_type],
-            ifm_layout=op.ifm.layout.name,
-            ofm_layout=op.ofm.layout.name,
-            activation=_activation_of(op.activation),
-            upscale=op.ifm_upscale.name,
-            scaled=all(
-                fm.quantization is not None for fm in (op.ifm, ifm2, op.ofm) if fm is not None
-            ),
-            part_kernel_first=part_kernel_first,
+        """The description of one Vela API operation (e.g. one stripe from codegen). The
+        evaluator describes every stripe of a schedule and the stripes repeat a few shapes,
+        so the facts it is made from are read here and each distinct set described once."""
+        if not isinstance(op, _BLOCK_OPS):
+            raise TypeError(f"not an NPU block operation: {type(op).__name__}")
+        k = op.kernel or _UNIT_KERNEL
+        ifm, ifm2, ofm, act = op.ifm, op.ifm2, op.ofm, op.activation
+        facts = (
+            type(op),
+            op.block_traversal if isinstance(op, NpuConv2DOperation) else None,
+            getattr(op, "sub_op_type", None),
+            (k.height, k.width, k.stride_y, k.stride_x, k.dilation_y, k.dilation_x),
+            ifm.shape,
+            ofm.shape,
+            ifm2.shape if ifm2 is not None else None,
+            op.ifm2_scalar is not None,
+            ifm.data_type,
+            ofm.data_type,
+            ifm.layout,
+            ofm.layout,
+            _activation_of(act),
+            op.ifm_upscale,
+            ifm.quantization is not None
+            and ofm.quantization is not None
+            and (ifm2 is None or ifm2.quantization is not None),
         )
+        return _described(cls, facts)
 
 
 def _feature_map(
@@ -213,16 +216,49 @@ def _feature_map(
     return fm
 
 
-def _kind_of(op: NpuBlockOperation) -> tuple[OpKind, str, bool | None]:
-    if isinstance(op, NpuConv2DOperation):
-        return "conv2d", "", op.block_traversal == NpuBlockTraversal.PART_KERNEL_FIRST
-    if isinstance(op, NpuConvDepthWiseOperation):
+_BLOCK_OPS = (NpuConv2DOperation, NpuConvDepthWiseOperation, NpuPoolingOperation,
+              NpuElementWiseOperation)  # fmt: skip
+_UNIT_KERNEL = NpuKernel(1, 1)
+
+
+@lru_cache(maxsize=16384)
+def _described(cls: type[NpuOpDescription], facts: tuple) -> NpuOpDescription:
+    """The description made of the facts `from_npu_op` reads from an operation."""
+    (op_type, traversal, sub_op_type, kernel, ifm_shape, ofm_shape, ifm2_shape, ifm2_scalar,
+     ifm_dtype, ofm_dtype, ifm_layout, ofm_layout, activation, upscale, scaled) = facts  # fmt: skip
+    kind, sub_op, part_kernel_first = _kind_of(op_type, traversal, sub_op_type)
+    height, width, stride_y, stride_x, dilation_y, dilation_x = kernel
+    return cls(
+        kind=kind,
+        ifm_shape=tuple(ifm_shape),
+        ofm_shape=tuple(ofm_shape),
+        kernel=(height, width),
+        stride=(stride_y, stride_x),
+        dilation=(dilation_y, dilation_x),
+        sub_op=sub_op,
+        ifm2_shape=tuple(ifm2_shape) if ifm2_shape is not None else None,
+        ifm2_scalar=ifm2_scalar,
+        ifm_dtype=_DTYPE_NAMES[ifm_dtype],
+        ofm_dtype=_DTYPE_NAMES[ofm_dtype],
+        ifm_layout=ifm_layout.name,
+        ofm_layout=ofm_layout.name,
+        activation=activation,
+        upscale=upscale.name,
+        scaled=scaled,
+        part_kernel_first=part_kernel_first,
+    )
+
+
+def _kind_of(
+    op_type: type, traversal: NpuBlockTraversal | None, sub_op_type
+) -> tuple[OpKind, str, bool | None]:
+    if issubclass(op_type, NpuConv2DOperation):
+        return "conv2d", "", traversal == NpuBlockTraversal.PART_KERNEL_FIRST
+    if issubclass(op_type, NpuConvDepthWiseOperation):
         return "depthwise", "", None
-    if isinstance(op, NpuPoolingOperation):
-        return "pooling", op.sub_op_type.name, None
-    if isinstance(op, NpuElementWiseOperation):
-        return "elementwise", op.sub_op_type.name, None
-    raise TypeError(f"not an NPU block operation: {type(op).__name__}")
+    if issubclass(op_type, NpuPoolingOperation):
+        return "pooling", sub_op_type.name, None
+    return "elementwise", sub_op_type.name, None
 
 
 def _activation_of(activation: NpuActivation | None) -> Activation:

@@ -204,16 +204,16 @@ def _evaluate_op(op: ScheduledOp, memory: SystemMemory, prev_slack: float) -> tu
         units = [(op.stripes, whole, _cost(system, op, whole, op.stripes[0]))]
     op_cycles = 0.0
     macs = 0
+
+    def move(area, purpose, direction, nbytes, efficiency=True, scaled_bytes=None):
+        index = (MEM_AREAS[area], purpose, direction)
+        bws[index] += nbytes
+        scaled[index] += scaled_bytes if efficiency else nbytes
+
     for stripes, desc, cost in units:
         const_read = cost.const_read
         op_cycles += cost.op_cycles
         macs += cost.op_macs
-
-        def move(area, purpose, direction, nbytes, efficiency=True, scaled_bytes=None):
-            mem = MEM_AREAS[area]
-            bws[mem][purpose][direction] += nbytes
-            scaled[mem][purpose][direction] += scaled_bytes if efficiency else nbytes
-
         for area, direction, nbytes, scaled_bytes in cost.feature_maps:
             move(area, TensorPurpose.FeatureMap, direction, nbytes, scaled_bytes=scaled_bytes)
         weight_bytes = sum(r.length for stripe in stripes for r in stripe.weights)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
@@ -552,6 +553,65 @@ def _plan_order(net: Network, plans: list[_Plan]) -> list[_Plan]:
     return order
 
 
+# ---- plans replayed: what a plan adds to a schedule, recorded once -------------------------
+
+
+@dataclass(frozen=True)
+class _Whole:
+    """A whole-tensor buffer a plan uses: the tensor, the area it asks for it in, and the step
+    it first uses it at."""
+
+    tensor: int
+    area: str
+    first: int
+
+
+@dataclass(frozen=True)
+class _PlanTrace:
+    """What running a plan added to a schedule, with steps counted from the plan's first: per
+    buffer slot (in the order the plan made or first used them) its own buffer or the whole
+    tensor it used, the last step each whole tensor was used at, the steps with slots in
+    place of buffer indices, its parts' block configs, and the encoded weight sizes its copy
+    buffers were sized with."""
+
+    net: Network
+    slots: tuple[Buffer | _Whole, ...]
+    whole_last: tuple[tuple[int, int], ...]
+    steps: tuple[Step, ...]
+    blocks: dict[int, tuple[int, int, int]]
+    sizes: dict[tuple[int, int, int, int], int]
+
+    def sizes_agree(self, encoded_size: EncodedSize) -> bool:
+        return all(encoded_size(*args) == n for args, n in self.sizes.items())
+
+
+# Plan records by (cascader plan, network, system, roles, block policy, homes of its tensors):
+# a sweep's proposals of one cascade share most of their plans.
+_TRACES: OrderedDict[tuple, _PlanTrace] = OrderedDict()
+_TRACES_KEPT = 4096
+
+
+def _with_buffers(step: Step, index_of: dict[int, int], plan: int) -> Step:
+    """The step with its buffer references mapped through `index_of` (-1, none, stays); a
+    stripe also moves to plan `plan` (-1: keep)."""
+    if isinstance(step, Copy):
+        return Copy(step.tensor, step.what, step.box, index_of[step.source],
+                    index_of[step.dest], step.part)  # fmt: skip
+    return Stripe(
+        step.part,
+        step.plan if plan < 0 else plan,
+        step.ofm,
+        index_of[step.ofm_buffer],
+        step.ofm_origin,
+        tuple((box, index_of[buf], origin) for box, buf, origin in step.ifms),
+        step.padding,
+        step.block,
+        step.channels,
+        index_of[step.weights_buffer],
+        index_of[step.bias_buffer],
+    )
+
+
 # ---- the scheduler -------------------------------------------------------------------------
 
 
@@ -567,7 +627,14 @@ class _Builder:
         self.blocks = blocks
         self.net = net
         self.memory = memory
+        self.system = (memory.accelerator, memory.system_config, memory.memory_mode,
+                       memory.config_path)  # fmt: skip
         self.encoded_size = encoded_size
+        # While a plan is recorded (`_recorded`): its buffer slots, the slot of each whole
+        # tensor it uses, and the encoded weight sizes it asks for.
+        self._events: list[int | _Whole] | None = None
+        self._whole_slots: dict[int, int] = {}
+        self._sizes: dict[tuple[int, int, int, int], int] = {}
         self.steps: list[Step] = []
         self.buffers: list[Buffer] = []
         self.tensor_buffer: dict[int, int] = {}
@@ -624,6 +691,8 @@ class _Builder:
                 rows=rows,
             )
         )
+        if self._events is not None and kind != "tensor":
+            self._events.append(index)
         return index
 
     def touch(self, index: int) -> None:
@@ -633,6 +702,9 @@ class _Builder:
     def whole_tensor(self, tid: int, area: str) -> int:
         """The buffer holding all of tensor `tid` (made on first use)."""
         tid = self.root(tid)
+        if self._events is not None and tid not in self._whole_slots:
+            self._whole_slots[tid] = len(self._events)
+            self._events.append(_Whole(tid, area, len(self.steps)))
         found = self.tensor_buffer.get(tid)
         if found is None:
             shape, _, _ = self.tensor_shape(tid)
@@ -641,7 +713,83 @@ class _Builder:
         self.touch(found)
         return found
 
-    def run_plan(self, plan: _Plan, plan_index: int) -> None:
+    def run_plan(self, plan: _Plan, plan_index: int, source: object = None) -> None:
+        """Append the plan's steps and buffers. A plan of the cascader (`source`, the
+        proposal's plan object) that ran before on this network and system, with the same
+        homes for its tensors and the same weight sizes, is replayed from its record: a
+        sweep's proposals of one cascade share most of their plans."""
+        if source is None:
+            self._run_plan(plan, plan_index)
+            return
+        parts = self.net.graph.parts
+        roots = tuple(
+            self.root(t.id) for pid in plan.parts for t in (*parts[pid].inputs, parts[pid].output)
+        )
+        key = (source, id(self.net), self.system, tuple(self.memory.roles.items()), self.blocks,
+               roots, tuple(self.homes.get(r) for r in roots))  # fmt: skip
+        trace = _TRACES.get(key)
+        if trace is not None and trace.net is self.net and trace.sizes_agree(self.encoded_size):
+            _TRACES.move_to_end(key)
+            self._replay(trace, plan_index)
+            return
+        trace = self._recorded(plan, plan_index)
+        if trace is not None:
+            _TRACES[key] = trace
+            while len(_TRACES) > _TRACES_KEPT:
+                _TRACES.popitem(last=False)
+
+    def _recorded(self, plan: _Plan, plan_index: int) -> _PlanTrace | None:
+        """Run the plan and return its record relative to where it started (None when a step
+        reads a buffer the plan neither made nor took as a whole tensor)."""
+        base = len(self.steps)
+        self._events, self._whole_slots, self._sizes = [], {}, {}
+        try:
+            self._run_plan(plan, plan_index)
+            events, sizes = self._events, self._sizes
+        finally:
+            self._events = None
+        slots: list[Buffer | _Whole] = []
+        slot_of = {-1: -1}
+        whole_last = []
+        for slot, event in enumerate(events):
+            if isinstance(event, _Whole):
+                index = self.tensor_buffer[event.tensor]
+                whole_last.append((slot, self.buffers[index].last - base))
+                slots.append(replace(event, first=event.first - base))
+            else:
+                index = event
+                buf = self.buffers[index]
+                slots.append(replace(buf, first=buf.first - base, last=buf.last - base))
+            slot_of[index] = slot
+        try:
+            steps = tuple(_with_buffers(step, slot_of, -1) for step in self.steps[base:])
+        except KeyError:
+            return None
+        blocks = {pid: self._blocks[pid] for pid in plan.parts if pid in self._blocks}
+        return _PlanTrace(self.net, tuple(slots), tuple(whole_last), steps, blocks, sizes)
+
+    def _replay(self, trace: _PlanTrace, plan_index: int) -> None:
+        """Append a recorded plan's buffers and steps as if it had run here."""
+        base = len(self.steps)
+        index_of = {-1: -1}
+        for slot, made in enumerate(trace.slots):
+            if isinstance(made, _Whole):
+                index = self.tensor_buffer.get(made.tensor)
+                if index is None:  # first used here: made at its first step
+                    index = self.whole_tensor(made.tensor, made.area)
+                    self.buffers[index].first = base + made.first
+            else:
+                index = len(self.buffers)
+                self.buffers.append(
+                    replace(made, index=index, first=base + made.first, last=base + made.last)
+                )
+            index_of[slot] = index
+        for slot, last in trace.whole_last:
+            self.buffers[index_of[slot]].last = base + last
+        self.steps.extend(_with_buffers(step, index_of, plan_index) for step in trace.steps)
+        self._blocks.update(trace.blocks)
+
+    def _run_plan(self, plan: _Plan, plan_index: int) -> None:
         net, graph = self.net, self.net.graph
         out_op = net.ops[plan.output_part]
         stripe = plan.output_stripe
@@ -932,7 +1080,10 @@ class _Builder:
         for box in dict.fromkeys((b.start[3], b.end[3]) for b in ofm_boxes):
             lo, hi = box
             if slot == 1:
-                sizes.append(self.encoded_size(pid, lo, hi, depth))
+                size = self.encoded_size(pid, lo, hi, depth)
+                if self._events is not None:
+                    self._sizes[pid, lo, hi, depth] = size
+                sizes.append(size)
             else:
                 sizes.append(scale_bias_bytes(self.memory.accelerator, lo, hi, depth))
         return max(sizes)
@@ -1116,6 +1267,15 @@ def _system_arch(system: tuple) -> ArchitectureFeatures:
     return system_arch(*system[:3], None, system[3])
 
 
+@lru_cache(maxsize=1024)
+def _valid_blocks(accelerator: str, desc: NpuOpDescription) -> tuple[tuple[int, int, int], ...]:
+    """Vela's valid (h, w, c) block configs for the op, in its order: the search does not
+    depend on where the feature maps live, and a stripe shape is often costed in several
+    places."""
+    blocks = npu_find_block_configs(desc.to_npu_op(), npu_accelerator(accelerator))
+    return tuple((b.height, b.width, b.depth) for b in blocks)
+
+
 @lru_cache(maxsize=8192)
 def _fastest_block(
     system: tuple, desc: NpuOpDescription, areas: tuple[str, str, str]
@@ -1126,8 +1286,7 @@ def _fastest_block(
     ifm_area, ofm_area, weights_area = (MEM_AREAS[a] for a in areas)
     ofm_bits = NpuOpDescription.dtype_bits(desc.ofm_dtype)
     best: tuple[float, tuple[int, int, int]] | None = None
-    for block in npu_find_block_configs(desc.to_npu_op(), npu_accelerator(accelerator)):
-        hwd = (block.height, block.width, block.depth)
+    for hwd in _valid_blocks(accelerator, desc):
         try:
             config = device.vela_block_config(desc, hwd)
         except ValueError:
@@ -1162,11 +1321,9 @@ def _vela_block(op: NpuOp, shape: tuple[int, ...], accelerator: str) -> tuple[in
     if len(shape) != 5:
         return tuple((1, 1, 1, *shape)[-3:])
     height, bricks, width = shape[1], shape[2], shape[3]
-    valid = npu_find_block_configs(npu_op_description(op).to_npu_op(), npu_accelerator(accelerator))
+    valid = _valid_blocks(accelerator, npu_op_description(op))
     depths = [
-        b.depth
-        for b in valid
-        if b.height == height and b.width == width and math.ceil(b.depth / BRICK) == bricks
+        d for h, w, d in valid if h == height and w == width and math.ceil(d / BRICK) == bricks
     ]
     if not depths:
         raise ScheduleError(f"{op.name}: no valid block config matches {shape}")
@@ -1378,8 +1535,9 @@ def proposal_schedule(
     builder = _Builder(net, memory, encoded_size, blocks)
     plans = [_plan_from_proposal_plan(net, plan, memory) for plan in proposal.plans]
     builder.homes = _agreed_homes(net, plans, builder)
+    sources = {id(plan): source for plan, source in zip(plans, proposal.plans, strict=True)}
     for index, plan in enumerate(_plan_order(net, plans)):
-        builder.run_plan(plan, index)
+        builder.run_plan(plan, index, sources[id(plan)])
     return _finish(builder, check=check)
 
 

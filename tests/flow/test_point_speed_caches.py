@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from cascader.core.options import CascaderOptions
-from cascader.ethosu import codegen, device, perf
+from cascader.ethosu import codegen, device, npu_op, perf
 from cascader.flow import pipeline, schedule
 from cascader.flow.frontend import load_tflite
 from cascader.flow.pipeline import compile_model, estimate, front_half
@@ -29,8 +29,10 @@ def _forget_everything() -> None:
                   pipeline._FRONTS, pipeline._DIGESTS, codegen._ENCODED):  # fmt: skip
         cache.clear()
     codegen._BY_OP.clear()
-    for memo in (schedule._fastest_block, device._vela_block_config, device._block_configs,
-                 perf._stripe_cost, codegen._strides, codegen._quant):  # fmt: skip
+    schedule._TRACES.clear()
+    for memo in (schedule._fastest_block, schedule._valid_blocks, device._vela_block_config,
+                 device._block_configs, perf._stripe_cost, codegen._strides, codegen._quant,
+                 npu_op._described):  # fmt: skip
         memo.cache_clear()
 
 

@@ -1,0 +1,74 @@
+"""Plans replayed from a sweep's earlier schedules give the schedules built afresh: every
+proposal of a cascade, scheduled while the records of all its neighbours' plans are kept, has
+the steps, buffers, addresses, lifetimes and extents it has when scheduled with none kept, on
+Ethos-U55 (Shared_Sram) and on Ethos-U65 (Dedicated_Sram, where plans home tensors in SRAM or
+DRAM), and a weight-size function that disagrees with a record is not given it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cascader.core.options import CascaderOptions
+from cascader.ethosu.codegen import encoded_size
+from cascader.ethosu.memory import system_memory
+from cascader.flow import schedule
+from cascader.flow.frontend import load_tflite
+from cascader.flow.pipeline import front_half, proposals
+from cascader.flow.schedule import Schedule, proposal_schedule
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
+SYSTEMS = [
+    ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram"),
+    ("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram"),
+]
+REGION = 512 * 1024
+
+
+def _facts(built: Schedule) -> tuple:
+    buffers = [(b.to_json(), b.first, b.last, b.rows, b.dtype_bytes) for b in built.buffers]
+    return built.steps, buffers, built.tensor_buffer, built.extents
+
+
+def _cascade(system: tuple[str, str, str]):
+    front = front_half(load_tflite(EXAMPLE), system[0])
+    memory = system_memory(*system, REGION)
+    options = CascaderOptions(enable_striping=True, cascade_region=memory.roles["cascade"])
+    result = proposals(front, memory, options, REGION)
+    return front.network, memory, result.proposals
+
+
+@pytest.mark.parametrize("system", SYSTEMS, ids=["u55", "u65"])
+def test_replayed_plans_schedule_as_built_afresh(system: tuple[str, str, str]) -> None:
+    net, memory, props = _cascade(system)
+    sizes = encoded_size(memory.accelerator, net.ops)
+    cold = []
+    for proposal in props:
+        schedule._TRACES.clear()
+        cold.append(_facts(proposal_schedule(net, proposal, memory, sizes, check=False)))
+    schedule._TRACES.clear()
+    for proposal in props:  # every plan recorded once
+        proposal_schedule(net, proposal, memory, sizes, check=False)
+    recorded = len(schedule._TRACES)
+    assert recorded < sum(len(p.plans) for p in props)  # neighbours share plans
+    warm = [_facts(proposal_schedule(net, p, memory, sizes, check=False)) for p in props]
+    assert len(schedule._TRACES) == recorded  # every plan replayed
+    assert warm == cold
+
+
+def test_a_record_needs_the_weight_sizes_it_was_made_with() -> None:
+    net, memory, props = _cascade(SYSTEMS[0])
+    sizes = encoded_size(memory.accelerator, net.ops)
+    proposal = max(props, key=lambda p: p.memory_usage)  # copies weights into SRAM
+    schedule._TRACES.clear()
+    proposal_schedule(net, proposal, memory, sizes, check=False)
+
+    def padded(part: int, lo: int, hi: int, depth: int) -> int:
+        return sizes(part, lo, hi, depth) + 64
+
+    replayed = proposal_schedule(net, proposal, memory, padded, check=False)
+    schedule._TRACES.clear()
+    fresh = proposal_schedule(net, proposal, memory, padded, check=False)
+    assert _facts(replayed) == _facts(fresh)
+    assert _facts(fresh) != _facts(proposal_schedule(net, proposal, memory, sizes, check=False))
