@@ -402,21 +402,15 @@ def _output_boxes(shape: tuple[int, ...], stripe: tuple[int, ...], layout: Layou
     (n, h, w, c for NHWC; n, h, c/16, w for NHCWB16)."""
     stripe = tuple(min(max(s, 1), e) for s, e in zip(stripe, shape, strict=True))
     order = (0, 1, 3, 2) if layout == Layout.NHCWB16 else (0, 1, 2, 3)
-    starts = [range(0, shape[a], stripe[a]) for a in range(4)]
     boxes = []
-
-    def visit(level: int, start: list[int]) -> None:
-        if level == 4:
-            boxes.append(
-                Box(tuple(start), tuple(min(stripe[a], shape[a] - start[a]) for a in range(4)))
-            )
-            return
-        axis = order[level]
-        for s in starts[axis]:
-            start[axis] = s
-            visit(level + 1, start)
-
-    visit(0, [0, 0, 0, 0])
+    start = [0, 0, 0, 0]
+    # The last axis of `order` varies fastest, as in nested loops.
+    for starts in itertools.product(*(range(0, shape[a], stripe[a]) for a in order)):
+        for axis, value in zip(order, starts, strict=True):
+            start[axis] = value
+        boxes.append(
+            Box(tuple(start), tuple(min(stripe[a], shape[a] - start[a]) for a in range(4)))
+        )
     return boxes
 
 
