@@ -74,6 +74,34 @@ def vela_efficiency(
     return region.burst_length / min(region.burst_length, max(burst, 1))
 
 
+def vela_efficiencies(
+    tensor: Tensor,
+    blocks: tuple[tuple[int, ...], ...] | np.ndarray,
+    region: MemoryRegion,
+    is_read: bool,
+) -> np.ndarray:
+    """`vela_efficiency` of every block shape of `blocks` at once (a list of blocks of one
+    rank; each entry's arithmetic as `vela_efficiency` does it, so the values are equal)."""
+    shapes = np.asarray(blocks, dtype=np.int64).reshape(len(blocks), -1)
+    rank = shapes.shape[1]
+    element = tensor.dtype_bytes
+    if len(tensor.shape) == 5:
+        burst = 16 * element * shapes[:, 3 if rank == 5 else 2]
+    else:
+        depth = shapes[:, -1]
+        width = shapes[:, -2] if rank > 1 else np.ones(len(blocks), dtype=np.int64)
+        if is_read:
+            depth = -(-depth // IFM_DEPTH_GRANULE) * IFM_DEPTH_GRANULE
+        whole_rows = (depth == element) & (is_read | (depth <= 16))
+        burst = np.where(
+            whole_rows,
+            element * depth * width,
+            element * depth if is_read else np.minimum(min(64, 16 * element), depth * element),
+        )
+    length = region.burst_length
+    return length / np.minimum(length, np.maximum(burst, 1))
+
+
 def copy_cycles_hint(config: TensorConfig, regions: dict[str, MemoryRegion]) -> tuple[int, int]:
     """(total, first block) cycles to copy a tensor stripe by stripe from its home region to
     its copy region, each stripe fetching only what the previous one did not (sliding)."""
@@ -268,10 +296,7 @@ class PlanContext:
         costs = [
             part.block_costs(config, mode) for config, mode in zip(configs, modes, strict=True)
         ]
-        terms = [
-            self._area_terms(part, config, cost, out_area, area_sets)
-            for config, cost in zip(configs, costs, strict=True)
-        ]
+        terms = self._area_terms(part, configs, costs, out_area, area_sets)
         # Per (config, area set, block config, slot or region).
         moved = np.stack([cost.moved_bytes for cost in costs])[:, None]
         factors = np.stack([term[0] for term in terms])
@@ -297,49 +322,102 @@ class PlanContext:
     def _area_terms(
         self,
         part: Part,
-        config: StripeConfig,
-        costs: BlockCosts,
+        configs: list[StripeConfig],
+        costs: list[BlockCosts],
         out_area: str,
         area_sets: tuple[tuple[tuple[str | None, ...], str | None], ...],
-    ) -> tuple:
-        """What `vela_costs` needs of the areas, per area set (leading axis): access cycles
-        per byte per (block config, slot), the (slot, region) matrix, the cycles per byte
-        the schedule picks the block by (flow.schedule.fastest_block counts weight
-        elements, not encoded bytes, and no scale-bias fetch; the evaluator then charges
-        both), the IFM block's fetch cycles and the scale-bias read latencies (None without
-        constants). They depend on the stripe shape, not the stripe counts."""
-        key = (part.id, config.shape, out_area, area_sets)
-        found = self._area_arrays.get(key)
-        if found is not None:
-            return found
+    ) -> list[tuple]:
+        """What `vela_costs` needs of the areas, per config of `configs` (`costs`: their
+        block costs) and area set (leading axis): access cycles per byte per (block config,
+        slot), the (slot, region) matrix, the cycles per byte the schedule picks the block
+        by (flow.schedule.fastest_block counts weight elements, not encoded bytes, and no
+        scale-bias fetch; the evaluator then charges both), the IFM block's fetch cycles
+        and the scale-bias read latencies (None without constants). They depend on the
+        stripe shape, not the stripe counts; the shapes not seen yet are worked out
+        together, each (slot, area) pair once for all of them."""
+        keys = [(part.id, config.shape, out_area, area_sets) for config in configs]
+        missing: dict[tuple, int] = {}
+        for index, key in enumerate(keys):
+            if key not in self._area_arrays:
+                missing.setdefault(key, index)
+        if missing:
+            indices = list(missing.values())
+            self._new_area_terms(
+                part,
+                [configs[i] for i in indices],
+                [costs[i] for i in indices],
+                out_area,
+                area_sets,
+                list(missing),
+            )
+        return [self._area_arrays[key] for key in keys]
+
+    def _new_area_terms(
+        self,
+        part: Part,
+        configs: list[StripeConfig],
+        costs: list[BlockCosts],
+        out_area: str,
+        area_sets: tuple[tuple[tuple[str | None, ...], str | None], ...],
+        keys: list[tuple],
+    ) -> None:
+        """`_area_terms` of configs of shapes not seen yet, stored under `keys`."""
         matrices, latencies = self._area_matrices(out_area, area_sets)
         weights = getattr(part, "weight_tensor_idx", -1)
-        blocks = len(costs.block_shapes)
-        per_byte, choice = [], []
+        blocks = len(costs[0].block_shapes)
+
+        def per_byte(slot: int, area: str | None) -> np.ndarray:
+            """(config, block config) cycles per byte of `slot` moved in `area`."""
+            return np.stack(
+                [
+                    self._cycles_per_byte(part, config, cost, slot, area)
+                    for config, cost in zip(configs, costs, strict=True)
+                ]
+            )
+
+        # Per (slot, area) pair: per (config, block config) cycles per byte, as counted
+        # and as the block choice sees them.
+        columns: dict[tuple[int, str | None], tuple[np.ndarray, np.ndarray]] = {}
+        order = []
         for areas, _ in area_sets:
-            for slot, area in enumerate((*areas, out_area)):
-                factor = self._cycles_per_byte(part, config, costs, slot, area)
-                per_byte.append(factor)
-                if slot < len(part.inputs) and part.inputs[slot].is_constant and area is not None:
-                    picked = 1.0 / self.regions[area].read_bandwidth if slot == weights else 0.0
-                    factor = np.full(blocks, picked)
-                choice.append(factor)
-        # (area set, block config, slot), from (area set, slot) rows of block configs.
-        shape = (len(area_sets), len(per_byte) // len(area_sets), blocks)
-        factors = np.ascontiguousarray(np.stack(per_byte).reshape(shape).transpose(0, 2, 1))
-        choices = np.ascontiguousarray(np.stack(choice).reshape(shape).transpose(0, 2, 1))
-        ifm_block = None
+            for pair in enumerate((*areas, out_area)):
+                if pair not in columns:
+                    slot, area = pair
+                    factor = choice = per_byte(slot, area)
+                    constant = slot < len(part.inputs) and part.inputs[slot].is_constant
+                    if constant and area is not None:
+                        picked = 1.0 / self.regions[area].read_bandwidth if slot == weights else 0.0
+                        choice = np.full(factor.shape, picked)
+                    columns[pair] = (factor, choice)
+                order.append(pair)
+        # (config, area set, block config, slot), from (config, area set, slot) rows.
+        shape = (len(configs), len(area_sets), len(order) // len(area_sets), blocks)
+        factors, choices = (
+            np.ascontiguousarray(
+                np.stack([columns[pair][side] for pair in order], axis=1)
+                .reshape(shape)
+                .transpose(0, 1, 3, 2)
+            )
+            for side in (0, 1)
+        )
+        ifm_block = [None] * len(configs)
         if hasattr(part, "command_bound_batch"):
-            ifm_bytes, by_area = part.ifm_block_bytes(config), {}
+            ifm_bytes = np.stack([part.ifm_block_bytes(config) for config in configs])
+            by_area: dict[str, np.ndarray] = {}
             for areas, _ in area_sets:
                 area = areas[0] or self.cascade
                 if area not in by_area:
-                    by_area[area] = self.regions[area].read_latency + ifm_bytes * (
-                        self._cycles_per_byte(part, config, costs, 0, area)
-                    )
-            ifm_block = np.stack([by_area[areas[0] or self.cascade] for areas, _ in area_sets])
-        found = self._area_arrays[key] = (factors, matrices, choices, ifm_block, latencies)
-        return found
+                    factor = columns[(0, area)][0] if (0, area) in columns else per_byte(0, area)
+                    by_area[area] = self.regions[area].read_latency + ifm_bytes * factor
+            ifm_block = np.stack([by_area[areas[0] or self.cascade] for areas, _ in area_sets], 1)
+        for index, key in enumerate(keys):
+            self._area_arrays[key] = (
+                factors[index],
+                matrices,
+                choices[index],
+                ifm_block[index],
+                latencies,
+            )
 
     def _area_matrices(
         self, out_area: str, area_sets: tuple[tuple[tuple[str | None, ...], str | None], ...]
@@ -397,25 +475,44 @@ class PlanContext:
                 ratio = tensor.compression_ratio * part_encoding(part, slot)[0]
                 found = np.full(len(costs.block_shapes), ratio / bandwidth)
             else:
-                # Stripes of most shapes see the same blocks (an EthosuPart's input blocks
-                # are its configs' own), so the efficiencies are kept per block list.
-                side = 0 if is_read else 1
-                blocks = tuple(map(itemgetter(side), costs.block_shapes))
-                burst_key = (tensor.id, blocks, area, is_read)
-                found = self._burst.get(burst_key)
-                if found is None:
-                    memo = self._burst
-                    factors = []
-                    for block in blocks:
-                        block_key = (tensor.id, block, area, is_read)
-                        factor = memo.get(block_key)
-                        if factor is None:
-                            factor = memo[block_key] = vela_efficiency(
-                                tensor, block, region, is_read
+                # From the part's block arrays if it offers them: its input blocks, the
+                # same for every stripe shape (efficiencies kept per part), or its output
+                # blocks clipped to this one; else from the block list, kept per list.
+                if is_read:
+                    inputs = getattr(part, "input_blocks", None)
+                    array = None if inputs is None else inputs()
+                    if array is not None:
+                        burst_key = (part.id, tensor.id, area)
+                        found = self._burst.get(burst_key)
+                        if found is None:
+                            found = self._burst[burst_key] = (
+                                vela_efficiencies(tensor, array, region, True) / bandwidth
                             )
-                        factors.append(factor)
-                    found = self._burst[burst_key] = np.array(factors) / bandwidth
+                else:
+                    outputs = getattr(part, "output_blocks", None)
+                    array = None if outputs is None else outputs(config.shape)
+                    if array is not None:
+                        found = vela_efficiencies(tensor, array, region, False) / bandwidth
+                if found is None:
+                    found = self._burst_factors(tensor, costs, area, is_read) / bandwidth
             self._per_byte[key] = found
+        return found
+
+    def _burst_factors(
+        self, tensor: Tensor, costs: BlockCosts, area: str, is_read: bool
+    ) -> np.ndarray:
+        """`vela_efficiency` per block config of `costs` (their input or output blocks),
+        kept per block list."""
+        blocks = tuple(map(itemgetter(0 if is_read else 1), costs.block_shapes))
+        key = (tensor.id, blocks, area, is_read)
+        found = self._burst.get(key)
+        if found is None:
+            region = self.regions[area]
+            if len(set(map(len, blocks))) == 1:
+                found = vela_efficiencies(tensor, blocks, region, is_read)
+            else:
+                found = np.array([vela_efficiency(tensor, b, region, is_read) for b in blocks])
+            self._burst[key] = found
         return found
 
     def efficiency(self, tensor: Tensor, block_shape: tuple[int, ...], region: str) -> float:

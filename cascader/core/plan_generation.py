@@ -61,10 +61,14 @@ def generate_graph_plans(ctx: PlanContext) -> dict[int, list[Plan]]:
             if not len(kept):
                 continue
             for config in kept.open_configs:
-                for stripe_config in config.stripe_configs:
-                    if stripe_config.stripe_count > 1:
-                        connecting.setdefault(config.tensor.id, {})[stripe_config] = None
-                waiting.setdefault(config, []).append(kept)
+                found = waiting.get(config)
+                if found is None:
+                    # A config's stripe configs connect once (again would change nothing).
+                    for stripe_config in config.stripe_configs:
+                        if stripe_config.stripe_count > 1:
+                            connecting.setdefault(config.tensor.id, {})[stripe_config] = None
+                    found = waiting[config] = []
+                found.append(kept)
     return closed_plans
 
 

@@ -93,10 +93,13 @@ class Propagator:
                     f + axis_offset,
                 )
             )
-        fields = [np.stack(column, axis=1).tolist() for column in zip(*rows, strict=True)]
+        fields = [
+            list(map(tuple, np.stack(column, axis=1).tolist()))
+            for column in zip(*rows, strict=True)
+        ]
+        make = StripeConfig.from_fields
         self._prepared = {
-            config: StripeConfig(*(tuple(values) for values in result))
-            for config, *result in zip(configs, *fields, strict=True)
+            config: make(*result) for config, *result in zip(configs, *fields, strict=True)
         }
 
     def propagate(self, config: StripeConfig) -> StripeConfig:

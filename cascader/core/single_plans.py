@@ -195,18 +195,20 @@ def _vela_single_plans(
     tiled: dict[tuple[StripeConfig, BufferMode, str], int] = {}
     tiled_transfers: list[tuple[np.ndarray, np.ndarray]] = []
     cascade = ctx.cascade
+    # Per (input stripe config, slot): its options (rows share their constants' configs).
+    slot_options: dict[tuple[StripeConfig, int], list[tuple]] = {}
     for output_stripe_config, input_stripe_configs, outs, wanted in _stripe_choices(
         part, output_stripe_configs, ctx, joinable
     ):
-        options = [
-            [
-                _vela_input(ctx, config, weights >= 0, encoding)
-                for config in ctx.input_configs(sc, tensor)
-            ]
-            for sc, tensor, encoding in zip(
-                input_stripe_configs, part.inputs, encodings, strict=True
-            )
-        ]
+        options = []
+        for slot, (sc, tensor) in enumerate(zip(input_stripe_configs, part.inputs, strict=True)):
+            known = slot_options.get((sc, slot))
+            if known is None:
+                known = slot_options[(sc, slot)] = [
+                    _vela_input(ctx, config, weights >= 0, encodings[slot])
+                    for config in ctx.input_configs(sc, tensor)
+                ]
+            options.append(known)
         if not options or not all(options):
             continue
         if layout is None:
@@ -260,6 +262,9 @@ def _vela_single_plans(
         layout.memory(np.array(input_memory, dtype=np.int64))[row_of, combo_of]
         + np.array(output_memory, dtype=np.int64)[kept_at]
     )
+    prepare = getattr(part, "prepare_block_costs", None)
+    if prepare is not None:
+        prepare([key[0] for key in tiled], [key[1] for key in tiled])
     cycles_all = _tiled_cycles(part, layout, tiled, tiled_transfers)[
         np.array(output_cycles, dtype=np.int64)[kept_at], combo_of
     ]

@@ -34,6 +34,25 @@ class StripeConfig:
         self.key = (self.shape, self.extent, self.strides, self.order, self.stripes, self.offset)
         self._hash = hash(self.key)
 
+    @classmethod
+    def from_fields(
+        cls,
+        shape: tuple[int, ...],
+        extent: tuple[int, ...],
+        strides: tuple[float, ...],
+        order: tuple[int, ...],
+        stripes: tuple[int, ...],
+        offset: tuple[int, ...],
+    ) -> StripeConfig:
+        """A config from fields that are already tuples of the right types (float strides),
+        as batched propagation makes them by the ten thousand: no conversions."""
+        config = cls.__new__(cls)
+        config.shape, config.extent, config.strides = shape, extent, strides
+        config.order, config.stripes, config.offset = order, stripes, offset
+        config.key = (shape, extent, strides, order, stripes, offset)
+        config._hash = hash(config.key)
+        return config
+
     def __hash__(self) -> int:
         return self._hash
 

@@ -125,18 +125,11 @@ class TensorConfigTable:
         copy_tensor: bool,
         copy_region: str,
     ) -> TensorConfig:
-        key = (
-            tensor.id,
-            home_region,
-            int(state),
-            int(buffer_mode),
-            stripe_configs,
-            copy_tensor,
-            copy_region,
-        )
+        # The enums key as the integers they equal (same hash, equal), without converting.
+        key = (tensor.id, home_region, state, buffer_mode, stripe_configs, copy_tensor, copy_region)
         config = self._by_key.get(key)
         if config is None:
-            sized = (key[0], key[3], stripe_configs)
+            sized = (key[0], buffer_mode, stripe_configs)
             config = TensorConfig(
                 tensor,
                 home_region,

@@ -28,6 +28,11 @@ def _fit(values: tuple[int, ...], dims: int) -> np.ndarray:
     return out
 
 
+def _single(values: np.ndarray) -> np.ndarray:
+    """Doubles rounded to single precision and back, as `f32` rounds one value."""
+    return np.asarray(values, dtype=np.float64).astype(np.float32).astype(np.float64)
+
+
 def _outer(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Outer product along the last axis, flattened: (..., m) x (..., n) -> (..., m * n)."""
     product = a[..., :, None] * b[..., None, :]
@@ -72,8 +77,13 @@ def _axis_window_sums(
         return _window_sums(*(np.broadcast_to(c, shape).reshape(-1) for c in columns)).reshape(
             shape
         )
-    per_block = np.stack(np.broadcast_arrays(offset[None, :], stride, length), axis=-1)
-    _, block_code = np.unique(per_block.reshape(-1, 3), axis=0, return_inverse=True)
+    # Each (offset, stride, length) as one integer, in their lexicographic order, numbered
+    # by rank (the numbers row-wise unique would give, without its slow structured sort).
+    code = np.broadcast_to(offset[None, :], stride.shape).astype(np.int64)
+    for column in (stride, length):
+        low = int(column.min())
+        code = code * (int(column.max()) - low + 1) + (column - low)
+    _, block_code = np.unique(code.reshape(-1), return_inverse=True)
     block_code = block_code.reshape(stride.shape)
     extent_low, count_low = int(extent.min()), int(count.min())
     extent_span = int(extent.max()) - extent_low + 1
@@ -178,6 +188,8 @@ class EthosuPart(Part):
         self._depth_axes = (2, 4) if len(self.output_quantum) == 5 else (3,)
         self._block_shapes = tuple((tuple(b.input_shape), tuple(b.output_shape)) for b in vela)
         self._block_ifms = tuple(ifm for ifm, _ in self._block_shapes)
+        ranks = {len(ifm) for ifm in self._block_ifms}
+        self._ifm_array = np.array(self._block_ifms, dtype=np.int64) if len(ranks) == 1 else None
         # Whether every output block shape has all the block array's axes (none padded).
         self._full_blocks = all(len(b.output_shape) == vela_dims for b in vela)
         self._ifm_blocks = np.array(
@@ -231,8 +243,9 @@ class EthosuPart(Part):
     def prepare_costs(self, configs: list[StripeConfig], cost_model: str = "tvm") -> None:
         """Choose block configs for all new stripe shapes among `configs` in one batch and,
         for the "vela" cost model, count every block config's bytes read per shape (the
-        "tvm" model never asks for those: its plans would pay for the full block list) and
-        every config's `block_costs`, batched."""
+        "tvm" model never asks for those: its plans would pay for the full block list).
+        The "vela" `block_costs` are batched by `prepare_block_costs`, once the plans know
+        which (config, mode) pairs they cost."""
         steps = [(self._choices, self._choose_blocks)]
         if cost_model == "vela":
             steps.append((self._vela_reads, self._count_vela_reads))
@@ -243,8 +256,14 @@ class EthosuPart(Part):
                     by_length.setdefault(len(config.shape), {})[config.shape] = None
             for shapes in by_length.values():
                 make(list(shapes))
-        if cost_model == "vela":
-            self._prepare_vela_block_costs(configs)
+        if cost_model == "tvm":
+            wanted: dict[tuple, None] = {}
+            for config in configs:
+                for mode in (BufferMode.ROLLING, BufferMode.RECOMPUTE):
+                    key = (config.shape, config.stripes, mode)
+                    if key not in self._infos:
+                        wanted[key] = None
+            self._performance_infos(list(wanted))
 
     def _count_vela_reads(self, shapes: list[tuple[int, ...]]) -> None:
         """Bytes read per input by every block config of the "vela" list, per shape."""
@@ -290,6 +309,50 @@ class EthosuPart(Part):
             info = self._performance_info(config.shape, config.stripes, mode)
             self._infos[key] = info
         return info
+
+    def _performance_infos(self, keys: list[tuple]) -> None:
+        """`performance_info` of many (shape, stripes, mode) keys, each float operation of
+        `_performance_info` done on arrays in the same order (values in doubles, rounded to
+        single precision where it rounds), for keys whose chosen block and shape have as
+        many axes together."""
+        groups: dict[tuple[int, int], list] = {}
+        for key in keys:
+            best, per_stripe = self.block_choice(key[0])
+            block = self.block_configs[best]
+            groups.setdefault((len(block.output_shape), len(key[0])), []).append(
+                (key, block, per_stripe)
+            )
+        full = self.output.shape
+        for (length, rank), group in groups.items():
+            shape = np.array([key[0] for key, _, _ in group], dtype=np.float64).reshape(-1, rank)
+            stripes = np.array([key[1] for key, _, _ in group], dtype=np.int64).reshape(-1, rank)
+            sizes = np.array([b.output_shape for _, b, _ in group], dtype=np.float64)
+            rolling = np.array([key[2] != BufferMode.RECOMPUTE for key, _, _ in group])
+            num_blocks = np.ones(len(group))
+            for i in range(length):
+                size = sizes[:, i]
+                extent = shape[:, i] if i < rank else np.zeros(len(group))
+                count = stripes[:, i] if i < rank else np.zeros(len(group))
+                recompute = _single(_single(extent / size) * count)
+                whole = _single((full[i] if i < len(full) else 0) / size)
+                factor = np.where(rolling, whole, recompute)
+                num_blocks = _single(num_blocks * np.maximum(factor, 1.0))
+            num_stripes = _single(np.prod(stripes, axis=1).astype(np.float64))
+            per_stripe = _single(np.array([p for _, _, p in group], dtype=np.float64))
+            read_bytes = np.trunc(_single(num_stripes[:, None] * per_stripe)).astype(np.int64)
+            volume = _single(np.prod(sizes, axis=1))
+            write_bytes = np.trunc(_single(_single(num_blocks * volume) * self.output.dtype_bytes))
+            cycles = np.array([(b.output_cycles, b.compute_cycles) for _, b, _ in group])
+            out_cycles, compute_cycles = cycles[:, 0], cycles[:, 1]
+            larger = np.where(out_cycles > compute_cycles, out_cycles, compute_cycles)
+            smaller = np.where(out_cycles > compute_cycles, compute_cycles, out_cycles)
+            total = np.trunc(_single(_single(larger * num_blocks) + smaller)).astype(np.int64)
+            for (key, block, _), c, r, w in zip(
+                group, total.tolist(), read_bytes.tolist(), write_bytes.tolist(), strict=True
+            ):
+                self._infos[key] = PerformanceInfo(
+                    c, tuple(r), int(w), tuple(block.input_shape), tuple(block.output_shape)
+                )
 
     def _performance_info(
         self, shape: tuple[int, ...], stripes: tuple[int, ...], mode: BufferMode
@@ -348,14 +411,15 @@ class EthosuPart(Part):
         key = config.key
         return (*key[:3], *key[4:]), rolls
 
-    def _prepare_vela_block_costs(self, configs: list[StripeConfig]) -> None:
-        """`block_costs` of every config in `configs`, in each mode, in batches."""
+    def prepare_block_costs(self, configs: list[StripeConfig], modes: list[BufferMode]) -> None:
+        """`block_costs` of each of `configs` in the mode at the same position of `modes`,
+        in batches: only the pairs the plans cost (a mode no kept output uses costs
+        nothing)."""
         wanted: dict[tuple, StripeConfig] = {}
-        for config in configs:
-            for mode in (BufferMode.RECOMPUTE, BufferMode.ROLLING):
-                key = self._costs_key(config, mode)
-                if key not in self._block_costs:
-                    wanted.setdefault(key, config)
+        for config, mode in zip(configs, modes, strict=True):
+            key = self._costs_key(config, mode)
+            if key not in self._block_costs:
+                wanted.setdefault(key, config)
         if wanted:
             self._vela_block_costs(list(wanted.items()))
 
@@ -638,14 +702,7 @@ class EthosuPart(Part):
         Vela's burst efficiency sees."""
         found = self._clipped_blocks.get(shape)
         if found is None:
-            quantum = self.output_quantum
-            dims = self._vela_out.shape[1]
-            limit = np.array(
-                [-(-shape[a] // quantum[a]) * quantum[a] if a < min(len(shape), len(quantum))
-                 else shape[a] if a < len(shape) else 2**62 for a in range(dims)],
-                dtype=np.int64,
-            )  # fmt: skip
-            clipped = np.minimum(self._vela_out, limit).tolist()  # zero padding never clips
+            clipped = self._clipped_outputs(shape).tolist()
             if self._full_blocks:
                 found = tuple(zip(self._block_ifms, map(tuple, clipped), strict=True))
             else:
@@ -655,6 +712,30 @@ class EthosuPart(Part):
                 )
             self._clipped_blocks[shape] = found
         return found
+
+    def _clipped_outputs(self, shape: tuple[int, ...]) -> np.ndarray:
+        """`_stripe_blocks`' output blocks as a (block config, axis) array, zero-padded
+        like the "vela" block list (zero padding never clips)."""
+        quantum = self.output_quantum
+        dims = self._vela_out.shape[1]
+        limit = np.array(
+            [-(-shape[a] // quantum[a]) * quantum[a] if a < min(len(shape), len(quantum))
+             else shape[a] if a < len(shape) else 2**62 for a in range(dims)],
+            dtype=np.int64,
+        )  # fmt: skip
+        return np.minimum(self._vela_out, limit)
+
+    def input_blocks(self) -> np.ndarray | None:
+        """The input blocks of every `_stripe_blocks` list (they do not depend on the
+        stripe) as one (block config, axis) array, when they have as many axes (None
+        otherwise)."""
+        return self._ifm_array
+
+    def output_blocks(self, shape: tuple[int, ...]) -> np.ndarray | None:
+        """The output blocks of `_stripe_blocks(shape)` as one (block config, axis) array,
+        when every block has all the axes (None otherwise): burst efficiencies come from
+        them without converting the tuples back."""
+        return self._clipped_outputs(shape) if self._full_blocks else None
 
     def to_json(self) -> dict:
         data = super().to_json()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from cascader.core import load_graph
@@ -18,7 +18,13 @@ from cascader.core.floats import f32
 from cascader.core.memory_region import MemoryRegion
 from cascader.core.pareto import cull_plans
 from cascader.core.part import BufferMode
-from cascader.core.plan_context import PlanContext, part_encoding, per_cycle
+from cascader.core.plan_context import (
+    PlanContext,
+    part_encoding,
+    per_cycle,
+    vela_efficiencies,
+    vela_efficiency,
+)
 from cascader.core.plan_generation import generate_graph_plans
 from cascader.core.propagator import Propagator
 from cascader.core.single_plans import (
@@ -28,6 +34,7 @@ from cascader.core.single_plans import (
     generate_single_plans,
 )
 from cascader.core.stripe_generation import generate_output_stripe_configs
+from cascader.core.tensor import Tensor
 from cascader.core.tensor_config import TensorConfigState
 from cascader.ethosu.part import _axis_window_sums, _window_sums
 
@@ -85,6 +92,27 @@ def test_axis_window_sums_are_the_window_sums(stripes, blocks, scale):
     assert got.tolist() == plain.reshape(count.shape).tolist()
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from([(1, 28, 28, 24), (1, 14, 2, 14, 16), (1, 7, 7, 1)]),
+    st.sampled_from(["int8", "int16", "int32"]),
+    st.integers(1, 128),
+    st.booleans(),
+    st.integers(1, 5).flatmap(
+        lambda rank: st.lists(
+            st.tuples(*[st.integers(1, 70)] * rank).map(tuple), min_size=1, max_size=12
+        )
+    ),
+)
+def test_burst_efficiencies_are_each_blocks_own(shape, dtype, burst_length, is_read, blocks):
+    """The array burst efficiency of a block list equals the per-block one, float for float."""
+    tensor = Tensor(0, shape, dtype)
+    region = MemoryRegion("SRAM", 1 << 20, 8, 8, 0, 0, burst_length)
+    assume(len(shape) < 5 or len(blocks[0]) >= 3)
+    got = vela_efficiencies(tensor, tuple(blocks), region, is_read)
+    assert got.tolist() == [vela_efficiency(tensor, b, region, is_read) for b in blocks]
+
+
 def _document(path, **options):
     document = load_graph(path)
     document.options = dataclasses.replace(
@@ -111,6 +139,25 @@ def test_batched_propagation_is_propagation():
                 batched, single = propagator.propagate(config), fresh.propagate(config)
                 assert batched == single
                 assert batched.strides == single.strides
+
+
+@needs_shared
+@pytest.mark.parametrize("path", [KWS, MOBILENET], ids=["kws", "mobilenet"])
+def test_batched_performance_infos_are_each_alone(path):
+    """The "tvm" costs prepared for all of a part's stripe configs at once are, field for
+    field, what each (shape, stripes, mode) gets alone."""
+    document, checked = _document(path), 0
+    for part in document.graph.parts:
+        if not hasattr(part, "block_configs"):
+            continue
+        configs = _stripe_configs(part, document.options)
+        part.prepare_costs(configs, "tvm")
+        for config in configs:
+            for mode in (ROLLING, RECOMPUTE):
+                alone = part._performance_info(config.shape, config.stripes, mode)
+                assert repr(part.performance_info(config, mode)) == repr(alone)
+                checked += 1
+    assert checked > 1000
 
 
 def _plain_single_plans(part, configs, ctx):
@@ -416,6 +463,22 @@ def _flow_document():
     return graph_document(front.network.graph, memory, options)
 
 
+def _plain_stripe_blocks(part, shape):
+    """Each "vela" block config's (input, output) block, the output clipped axis by axis to
+    the stripe rounded up to whole micro-blocks."""
+    quantum, found = part.output_quantum, []
+    for block in part.vela_block_configs:
+        out = []
+        for axis, size in enumerate(block.output_shape):
+            if axis < min(len(shape), len(quantum)):
+                size = min(size, -(-shape[axis] // quantum[axis]) * quantum[axis])
+            elif axis < len(shape):
+                size = min(size, shape[axis])
+            out.append(size)
+        found.append((tuple(block.input_shape), tuple(out)))
+    return tuple(found)
+
+
 @pytest.mark.skipif(not KWS_MODEL.is_file(), reason=f"no {KWS_MODEL}")
 def test_batched_vela_costs_are_each_alone():
     """A part's "vela" block costs prepared for many stripe configs at once, and its cost
@@ -431,6 +494,7 @@ def test_batched_vela_costs_are_each_alone():
         configs = _stripe_configs(part, batched.options)[::4]
         modes = [(RECOMPUTE, ROLLING)[i % 2] for i in range(len(configs))]
         part.prepare_costs(configs, "vela")
+        part.prepare_block_costs(configs, modes)
         for config, mode in zip(configs, modes, strict=True):
             ours, single = part.block_costs(config, mode), fresh.block_costs(config, mode)
             assert ours.compute_cycles.tolist() == single.compute_cycles.tolist()
@@ -439,6 +503,11 @@ def test_batched_vela_costs_are_each_alone():
                 single.write_bytes,
                 single.block_shapes,
             )
+            assert ours.block_shapes == _plain_stripe_blocks(part, config.shape)
+            for side, blocks in enumerate((part.input_blocks(), part.output_blocks(config.shape))):
+                if blocks is not None:
+                    listed = [pair[side] for pair in ours.block_shapes]
+                    assert list(map(tuple, blocks.tolist())) == listed
         # Constants read in place or copied (not counted), feature maps where they may live.
         per_slot = [
             [None, *homes[t.id]] if t.is_constant else sorted({cascade, *homes[t.id]})
