@@ -3,10 +3,11 @@
 Run: python benchmarks/quality_vs_vela.py [--trials 60] [--models kws_dscnn,...] [-o FILE]
 
 For every model in ../shared/models and each of ethos-u55-256 Shared_Sram and ethos-u65-256
-Dedicated_Sram, a `dse sweep` (16 KiB..4 MiB pools, the default sampler) gives a front of
-(SRAM used, cycles) scored with Vela's performance model. A Vela point of the same
-configuration (vela_5.2.0.csv, both cores) counts as matched when some front point uses no
-more SRAM and no more cycles. The Markdown table goes to stdout and, with -o, to a file.
+Dedicated_Sram, a `dse sweep` (1 KiB..4 MiB pools, as Vela's smallest points use 256 B to
+15.6 KiB; the default sampler) gives a front of (SRAM used, cycles) scored with Vela's
+performance model. A Vela point of the same configuration (vela_5.2.0.csv, both cores)
+counts as matched when some front point uses no more SRAM and no more cycles. The Markdown
+table goes to stdout and, with -o, to a file.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def sweep_front(model: Path, config: tuple[str, str, str], trials: int) -> tuple
     with tempfile.TemporaryDirectory(prefix="dse-quality-") as out:
         argv = ["sweep", "--model", str(model), "--accelerator-config", accelerator]
         argv += ["--system-config", system_config, "--memory-mode", memory_mode]
-        argv += ["--sram-min", "16KiB", "--sram-max", "4MiB", "--trials", str(trials)]
+        argv += ["--sram-min", "1KiB", "--sram-max", "4MiB", "--trials", str(trials)]
         argv += ["--out", out, "--json"]
         buf = io.StringIO()
         start = time.perf_counter()

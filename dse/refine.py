@@ -4,10 +4,10 @@ A point's cascader proposals are generated once per option set and chosen per po
 front of one option set is a staircase: each proposal holds from the SRAM it really needs up
 to the next one's. A sampled pool rarely lands on a step, but a pool one unit below a front
 point's SRAM use gives exactly the next step down, and a pool a little above it the next step
-or two up; each costs only a schedule and a score (the proposals are cached). So every other
-sampler trial, while some front point has a step not tried yet, runs the step into the front's
-largest gap instead of a sampled point; the rest stay with the sampler. (Several processes
-sharing a study step only when no other trial is running, see next_step.)
+or two up; each costs only a schedule and a score (the proposals are cached). So two of every
+three sampler trials, while some front point has a step not tried yet, run the step into the
+front's largest gap instead of a sampled point; the rest stay with the sampler. (Several
+processes sharing a study step only when no other trial is running, see next_step.)
 """
 
 from __future__ import annotations
@@ -26,6 +26,11 @@ from dse.front import pareto_front
 from dse.space import SRAM_ALIGN
 
 STEP_OF = "dse.step_of"  # system attr: the front trial a step trial came from
+# Of every STEP_CYCLE sampler trials, all but one step while a step is left. A step costs a
+# schedule (about 0.05 s on MobileNetV2) where a sampled trial of a new option set costs a
+# cascader run (0.2-2 s); on the shared models two steps per sampled trial match as many of
+# Vela's points as one did (benchmarks/README.md), in 60% of the sweep time.
+STEP_CYCLE = 3
 _TAKEN = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
 
 
@@ -122,7 +127,7 @@ def next_step(
 
 
 class FrontStepSampler(BaseSampler):
-    """Wraps a sampler: odd-numbered trials the wrapped sampler would fill become step
+    """Wraps a sampler: trials the wrapped sampler would fill, but one in STEP_CYCLE, become step
     trials while there is a step to take (see the module docstring); everything else is the
     wrapped sampler's. Trials with fixed parameters (seeds, grid points, retries) are left
     alone."""
@@ -133,7 +138,7 @@ class FrontStepSampler(BaseSampler):
         self.high_units = high_units
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
-        if not trial.system_attrs.get("fixed_params") and trial.number % 2 == 1:
+        if not trial.system_attrs.get("fixed_params") and trial.number % STEP_CYCLE:
             found = next_step(study, trial, self.low_units, self.high_units)
             if found is not None:
                 origin, params = found
