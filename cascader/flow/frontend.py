@@ -9,7 +9,6 @@ differ from the input's, so the result stays in the frontend's QDQ form.
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from tvm.relax.frontend.tflite import from_tflite
 from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter, get_scalar_from_constant
 
 from cascader.flow.errors import ModelError
+from cascader.flow.lru import LruCache
 from cascader.flow.tflite_check import parse_tflite
 
 # Ops that only move or select int8 values: exact on quantized data when the output has the
@@ -181,8 +181,7 @@ def _qparam(tensor, key: str) -> float:
     return float(get_scalar_from_constant(tensor.qnn_params[key]))
 
 
-_LOADED_CACHE_SIZE = 8
-_LOADED: OrderedDict[tuple, bytes] = OrderedDict()
+_LOADED = LruCache(8)  # validated model bytes by file identity
 
 
 def load_tflite(path: str | Path) -> bytes:
@@ -193,9 +192,8 @@ def load_tflite(path: str | Path) -> bytes:
     try:
         stat = path.stat()
         key = (str(path.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
-        buf = _LOADED.get(key)
+        buf = _LOADED.lookup(key)
         if buf is not None:
-            _LOADED.move_to_end(key)
             return buf
         buf = path.read_bytes()
     except FileNotFoundError as err:
@@ -205,9 +203,7 @@ def load_tflite(path: str | Path) -> bytes:
     except OSError as err:
         raise ModelError(f"{path}: cannot read model file ({err.strerror})") from err
     parse_tflite(buf, str(path))
-    _LOADED[key] = buf
-    while len(_LOADED) > _LOADED_CACHE_SIZE:
-        _LOADED.popitem(last=False)
+    _LOADED.keep(key, buf)
     return buf
 
 

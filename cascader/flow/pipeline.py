@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from cascader.ethosu.perf import AREAS, PerfReport, evaluate
 from cascader.flow.cascader_graph import graph_document
 from cascader.flow.frontend import import_tflite, load_tflite
 from cascader.flow.legalize import choose_layouts, legalize, remove_identities
+from cascader.flow.lru import LruCache
 from cascader.flow.partition import host_ops, partition_for_ethosu
 from cascader.flow.schedule import (
     Network,
@@ -58,7 +58,7 @@ class Front:
     host_ops: tuple[str, ...]
 
 
-_FRONTS: OrderedDict[tuple[str, str], Front] = OrderedDict()
+_FRONTS = LruCache(_FRONT_CACHE_SIZE)  # Front by (model sha256, accelerator)
 
 
 def _model_bytes(model: str | Path | bytes) -> tuple[bytes, str]:
@@ -67,7 +67,7 @@ def _model_bytes(model: str | Path | bytes) -> tuple[bytes, str]:
     return load_tflite(model), Path(model).name
 
 
-_DIGESTS: OrderedDict[int, tuple[bytes, str]] = OrderedDict()
+_DIGESTS = LruCache(_FRONT_CACHE_SIZE)  # (model bytes, sha256) by id of the bytes
 
 
 def _sha256(model: bytes) -> str:
@@ -77,12 +77,11 @@ def _sha256(model: bytes) -> str:
     remembered."""
     if type(model) is not bytes:
         return hashlib.sha256(model).hexdigest()
-    found = _DIGESTS.get(id(model))
+    found = _DIGESTS.lookup(id(model))
     if found is not None and found[0] is model:
-        _DIGESTS.move_to_end(id(model))
         return found[1]
     sha = hashlib.sha256(model).hexdigest()
-    _remember(_DIGESTS, id(model), (model, sha), _FRONT_CACHE_SIZE)
+    _DIGESTS.keep(id(model), (model, sha))
     return sha
 
 
@@ -91,16 +90,13 @@ def front_half(model: bytes, accelerator: str) -> Front:
     (cached per model sha256 and accelerator, least recently used first out)."""
     sha = _sha256(model)
     key = (sha, accelerator)
-    found = _FRONTS.get(key)
+    found = _FRONTS.lookup(key)
     if found is not None:
-        _FRONTS.move_to_end(key)
         return found
     module = partition_for_ethosu(import_tflite(model))
     functions = [choose_layouts(remove_identities(f)) for f in legalize(module)]
     found = Front(sha, network(functions, accelerator), tuple(host_ops(module)))
-    _FRONTS[key] = found
-    while len(_FRONTS) > _FRONT_CACHE_SIZE:
-        _FRONTS.popitem(last=False)
+    _FRONTS.keep(key, found)
     return found
 
 
@@ -115,16 +111,13 @@ class Point:
     fits: bool
 
 
-_CASCADE_CACHE_SIZE = 64
-_CASCADES: OrderedDict[tuple, CascadeResult] = OrderedDict()
+_CASCADES = LruCache(64)  # CascadeResult by _cascade_key
 # A proposal's stripe schedule does not depend on the pool it was chosen for (only whether it
 # fits does), and many pools choose the same proposal: its SRAM bytes and score are kept for
 # many schedules, the schedules themselves (tens of thousands of objects each, which every
 # full garbage collection scans) for a few, e.g. a compile right after an estimate.
-_SCHEDULE_CACHE_SIZE = 8
-_SCHEDULES: OrderedDict[tuple, Schedule] = OrderedDict()
-_SCORE_CACHE_SIZE = 1024
-_SCORES: OrderedDict[tuple, tuple[int, PerfReport]] = OrderedDict()
+_SCHEDULES = LruCache(8)  # Schedule by proposal key
+_SCORES = LruCache(1024)  # (SRAM bytes, PerfReport) by proposal key
 
 
 def proposal_options(options: CascaderOptions) -> CascaderOptions:
@@ -149,12 +142,6 @@ def _cascade_key(
             memory.config_path, proposal_options(options), region_bytes)  # fmt: skip
 
 
-def _remember(cache: OrderedDict, key: object, value: object, size: int) -> None:
-    cache[key] = value
-    while len(cache) > size:
-        cache.popitem(last=False)
-
-
 def proposals(
     front: Front, memory: SystemMemory, options: CascaderOptions, region_bytes: int
 ) -> CascadeResult:
@@ -162,9 +149,8 @@ def proposals(
     system, options, region): a sweep chooses among one set of proposals for every pool size
     instead of generating them again per pool."""
     key = _cascade_key(front, memory, options, region_bytes)
-    found = _CASCADES.get(key)
+    found = _CASCADES.lookup(key)
     if found is not None:
-        _CASCADES.move_to_end(key)
         return found
     region = system_memory(memory.accelerator, memory.system_config, memory.memory_mode,
                            region_bytes, memory.config_path)  # fmt: skip
@@ -173,7 +159,7 @@ def proposals(
         found = cascade(document.graph, document.regions, document.home_map, document.options)
     except ValueError as error:  # no proposal covers the graph
         raise ScheduleError(f"the cascader made no schedule: {error}") from None
-    _remember(_CASCADES, key, found, _CASCADE_CACHE_SIZE)
+    _CASCADES.keep(key, found)
     return found
 
 
@@ -182,26 +168,25 @@ def proposals(
 # looks a little past the budget for a proposal that really fits, trying a few at most.
 _BUDGET_SLACK = 1.04
 _FIT_TRIES = 3
-_NEED_CACHE_SIZE = 4096
-_NEEDS: OrderedDict[tuple, int] = OrderedDict()
+_NEEDS = LruCache(4096)  # a proposal schedule's SRAM bytes by proposal key
 
 
 def _proposal_schedule(
     front: Front, memory: SystemMemory, result: CascadeResult, index: int, key: tuple
 ) -> Schedule:
-    schedule = _SCHEDULES.get(key)
+    schedule = _SCHEDULES.lookup(key)
     if schedule is None:
         size = encoded_size(memory.accelerator, front.network.ops)
         proposal = result.proposals[index]
         schedule = proposal_schedule(front.network, proposal, memory, size, check=False)
-        _remember(_SCHEDULES, key, schedule, _SCHEDULE_CACHE_SIZE)
-        _remember(_NEEDS, key, schedule.sram_bytes, _NEED_CACHE_SIZE)
+        _SCHEDULES.keep(key, schedule)
+        _NEEDS.keep(key, schedule.sram_bytes)
     return schedule
 
 
 def _need(front: Front, memory: SystemMemory, result: CascadeResult, key: tuple) -> int:
     """The SRAM bytes the schedule of proposal `key[-1]` really takes."""
-    found = _NEEDS.get(key)
+    found = _NEEDS.lookup(key)
     if found is None:
         found = _proposal_schedule(front, memory, result, key[-1], key).sram_bytes
     return found
@@ -347,7 +332,7 @@ def _run(
         options = replace(options, cascade_region=memory.roles["cascade"])
         chosen, key = _chosen(front, memory, options, proposal_region_bytes)
         if not command_streams:
-            scored = _SCORES.get(key)
+            scored = _SCORES.lookup(key)
     if scored is None:
         point = (
             _chosen_point(front, memory, chosen, key)
@@ -357,9 +342,7 @@ def _run(
         compiled = generate(point.schedule, accelerator, command_streams=command_streams)
         scored = (point.schedule.sram_bytes, evaluate(compiled.scheduled_ops, memory))
         if key is not None:
-            _remember(_SCORES, key, scored, _SCORE_CACHE_SIZE)
-    else:
-        _SCORES.move_to_end(key)
+            _SCORES.keep(key, scored)
     sram_used, report = scored
     result = Estimate(
         model=name,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
@@ -49,6 +48,7 @@ from cascader.ethosu.part import EthosuPart
 from cascader.ethosu.perf_query import MEM_AREAS, performance_query
 from cascader.ethosu.vela_arch import npu_accelerator, system_arch
 from cascader.flow.cascader_graph import _dataflow, build_cascader_graph, npu_op_description
+from cascader.flow.lru import LruCache
 from cascader.flow.npu_ops import (
     BinaryElementwise,
     Conv2D,
@@ -581,8 +581,7 @@ class _PlanTrace:
 
 # Plan records by (cascader plan, network, system, roles, block policy, homes of its tensors):
 # a sweep's proposals of one cascade share most of their plans.
-_TRACES: OrderedDict[tuple, _PlanTrace] = OrderedDict()
-_TRACES_KEPT = 4096
+_TRACES = LruCache(4096)
 
 
 def _with_buffers(step: Step, index_of: dict[int, int], plan: int) -> Step:
@@ -721,16 +720,13 @@ class _Builder:
         )
         key = (source, id(self.net), self.system, tuple(self.memory.roles.items()), self.blocks,
                roots, tuple(self.homes.get(r) for r in roots))  # fmt: skip
-        trace = _TRACES.get(key)
+        trace = _TRACES.lookup(key)
         if trace is not None and trace.net is self.net and trace.sizes_agree(self.encoded_size):
-            _TRACES.move_to_end(key)
             self._replay(trace, plan_index)
             return
         trace = self._recorded(plan, plan_index)
         if trace is not None:
-            _TRACES[key] = trace
-            while len(_TRACES) > _TRACES_KEPT:
-                _TRACES.popitem(last=False)
+            _TRACES.keep(key, trace)
 
     def _recorded(self, plan: _Plan, plan_index: int) -> _PlanTrace | None:
         """Run the plan and return its record relative to where it started (None when a step
