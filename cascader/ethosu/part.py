@@ -457,39 +457,6 @@ class EthosuPart(Part):
         _, height, width, depth = (1, 1, 1, *shape.tolist())[-4:]
         return int(height), int(width), int(depth)
 
-    def command_bound_cycles(
-        self,
-        config: StripeConfig,
-        mode: BufferMode,
-        ifm_block_cycles: np.ndarray,
-        ofm_cycles_per_byte: np.ndarray,
-        ofm_latency: float,
-        bias_latencies: Sequence[float | np.ndarray | None],
-    ) -> list[np.ndarray]:
-        """`block_costs` compute cycles once the memory the op runs in is known, as Vela's
-        `_estimate_conv_cycles` charges it per block: the DPU and the output each take at
-        least a quarter of the block's command (fetching its IFM block, writing its OFM
-        block, latencies included, plus its DPU and output cycles), and the output at least
-        the latency-bound scale-bias fetch of its channels. One array per entry of
-        `bias_latencies` (the read latency where the NPU reads the scale-biases; None: not
-        counted, as for an op without). An elementwise op's cycles per element are bound
-        the same way. The plan gives, per block config, the IFM area's read latency plus
-        an IFM block's transfer (`ifm_block_cycles`), the OFM area's write cycles per byte
-        and that area's write latency. `ifm_block_cycles` may have a leading axis (one row
-        per plan), as do the arrays returned then, and a latency may be an array along it."""
-        ifm = np.asarray(ifm_block_cycles, dtype=np.float64)
-        plans = ifm.reshape(1, -1, ifm.shape[-1])
-        latencies = [
-            None
-            if latency is None
-            else np.broadcast_to(np.asarray(latency, dtype=np.float64), plans.shape[1:2])
-            for latency in bias_latencies
-        ]
-        found = self.command_bound_batch(
-            [config], [mode], plans, ofm_cycles_per_byte[None], ofm_latency, latencies
-        )
-        return [cycles[0].reshape(ifm.shape) for cycles in found]
-
     def command_bound_batch(
         self,
         configs: list[StripeConfig],
@@ -499,12 +466,20 @@ class EthosuPart(Part):
         ofm_latency: float,
         bias_latencies: Sequence[np.ndarray | None],
     ) -> list[np.ndarray]:
-        """`command_bound_cycles` of many configs (`modes`: each one's buffer mode) under
-        several plans' areas each: `ifm_block_cycles` per (config, plan, block config),
-        `ofm_cycles_per_byte` per (config, block config), each latency of
-        `bias_latencies` per plan. One (config, plan, block config) array per latency
-        entry. Configs with as many distinct stripe shapes go through one set of array
-        operations, each with the operations it gets alone."""
+        """`block_costs` compute cycles once the memory the op runs in is known, as Vela's
+        `_estimate_conv_cycles` charges it per block: the DPU and the output each take at
+        least a quarter of the block's command (fetching its IFM block, writing its OFM
+        block, latencies included, plus its DPU and output cycles), and the output at least
+        the latency-bound scale-bias fetch of its channels. An elementwise op's cycles per
+        element are bound the same way.
+        For many configs (`modes`: each one's buffer mode) under several plans' areas each:
+        `ifm_block_cycles` (the IFM area's read latency plus an IFM block's transfer) per
+        (config, plan, block config), `ofm_cycles_per_byte` (the OFM area's write cycles per
+        byte) per (config, block config), `ofm_latency` that area's write latency, and each
+        entry of `bias_latencies` the read latency where the NPU reads the scale-biases, per
+        plan (None: not counted, as for an op without). One (config, plan, block config)
+        array per latency entry. Configs with as many distinct stripe shapes go through one
+        set of array operations, each with the operations it gets alone."""
         keys = [self._costs_key(config, mode) for config, mode in zip(configs, modes, strict=True)]
         for config, mode in zip(configs, modes, strict=True):
             self.block_costs(config, mode)

@@ -239,14 +239,15 @@ def test_command_overhead_is_vela_s_in_every_memory(ifm_area, ofm_area, const_ar
             vela_efficiency(part.output, shapes[1], ofm_region, False) / ofm_region.write_bandwidth
             for shapes in costs.block_shapes
         ]
-        ours = part.command_bound_cycles(
-            whole,
-            BufferMode.RECOMPUTE,
-            ifm_region.read_latency + part.ifm_block_bytes(whole) * ifm_per_byte,
-            np.array(ofm_per_byte),
+        ifm_cycles = ifm_region.read_latency + part.ifm_block_bytes(whole) * ifm_per_byte
+        ours = part.command_bound_batch(
+            [whole],
+            [BufferMode.RECOMPUTE],
+            ifm_cycles[None, None],  # one config, one plan
+            np.array(ofm_per_byte)[None],
             ofm_region.write_latency,
-            (memory.regions[const_area].read_latency,),
-        )[0]
+            (np.array([memory.regions[const_area].read_latency]),),
+        )[0][0, 0]
         for index, block in enumerate(blocks):
             query = performance_query(desc, block, ifm_area, ofm_area, None, const_area)
             vela = measure_cycle_cost(memory.arch, desc.vela_op, desc.faf_op, query).op_cycles
