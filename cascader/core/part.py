@@ -155,3 +155,17 @@ class InlinePart(Part):
 
     def performance_info(self, config: StripeConfig, mode: BufferMode) -> PerformanceInfo:
         return self._info
+
+
+def in_place_input(part: Part) -> int:
+    """The input slot whose buffer the part's output may be written over, -1 if none: as
+    Vela's allocator does for an elementwise op (`live_range.ofm_can_reuse_ifm`), the first
+    input of the output's shape, type and layout (`in_place_slots`, set where the op is
+    known) that this part alone reads and one part writes (not the host, nor a reshape,
+    whose output shares its input's bytes)."""
+    for slot in getattr(part, "in_place_slots", ()):
+        tensor = part.inputs[slot]
+        producers = tensor.producers
+        if len(producers) == 1 and not producers[0].in_line and tensor.consumers == [part]:
+            return slot
+    return -1

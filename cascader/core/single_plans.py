@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from cascader.core.floats import f32
-from cascader.core.part import BufferMode, Part
+from cascader.core.part import BufferMode, Part, in_place_input
 from cascader.core.plan import Plan
 from cascader.core.plan_context import PlanContext, part_encoding, per_cycle
 from cascader.core.stripe_config import StripeConfig
@@ -116,7 +116,7 @@ def generate_single_plans(
                     f32(f32(per_cycle(info.write_bytes, bandwidth)) * efficiency),
                     info,
                 )
-            memory = out.tensor.size if out.home_region == cascade and out.state == BOUNDARY else 0
+            memory = _whole_memory(out, cascade)
             row.append((info.compute_cycles, write[0], memory, out.buffer_mode == ROLLING, keep))
         output_costs.append(row)
         rows.append((configs, outputs))
@@ -155,6 +155,11 @@ def _input_memory(config: TensorConfig, cascade: str) -> int:
     return 0
 
 
+def _whole_memory(config: TensorConfig, cascade: str) -> int:
+    """The bytes of a tensor held whole in the cascade region by `config`, else 0."""
+    return config.tensor.size if config.home_region == cascade and config.state == BOUNDARY else 0
+
+
 def _vela_single_plans(
     part: Part,
     output_stripe_configs: list[StripeConfig],
@@ -176,15 +181,20 @@ def _vela_single_plans(
     order cost the same (only their buffers differ), so it is asked per stripe tiling (and
     output mode and area), for all of the part's at once."""
     weights = getattr(part, "weight_tensor_idx", -1)
+    fused = in_place_input(part)
     slack = ctx.copy_slack(part) if weights >= 0 else 0.0
     encodings = [part_encoding(part, slot) for slot in range(len(part.inputs))]
     rows: list[tuple[list[list[TensorConfig]], list[TensorConfig]]] = []
     # Per row: its input choices' cascade-region bytes (slot after slot), its kept outputs'
     # positions, numbers, cycles (as a number in `tiled`) and cascade-region bytes, and
     # each set of open inputs' number (per class of `layout.open_positions`).
+    # An elementwise output written over its input (`in_place_input`) takes no bytes of its
+    # own when both are held whole in the cascade region: per row, the bytes of each choice
+    # of that input it would be written over.
     input_memory, kept_outputs, output_numbers, output_cycles, output_memory, open_numbers = (
         [] for _ in range(6)
     )
+    written_over: list[list[int]] = []
     outputs: dict[TensorConfig, int] = {}
     open_inputs: dict[tuple[TensorConfig, ...], int] = {}
     layout: _VelaLayout | None = None
@@ -228,8 +238,7 @@ def _vela_single_plans(
                 number = tiled[key] = len(tiled_transfers)
                 tiled_transfers.append(transfers)
             numbers.append(number)
-            boundary = out.home_region == cascade and out.state == BOUNDARY
-            output_memory.append(out.tensor.size if boundary else 0)
+            output_memory.append(_whole_memory(out, cascade))
         configs = [[option[0] for option in choices] for choices in options]
         open_numbers.append(
             [
@@ -240,6 +249,8 @@ def _vela_single_plans(
             ]
         )
         input_memory.append([option[1] for choices in options for option in choices])
+        if fused >= 0:
+            written_over.append([_whole_memory(o[0], cascade) for o in options[fused]])
         output_cycles += numbers
         kept_outputs.append(kept)
         output_numbers += [outputs.setdefault(outs[o], len(outputs)) for o in kept]
@@ -262,6 +273,11 @@ def _vela_single_plans(
         layout.memory(np.array(input_memory, dtype=np.int64))[row_of, combo_of]
         + np.array(output_memory, dtype=np.int64)[kept_at]
     )
+    if fused >= 0:
+        memory_all -= np.minimum(
+            np.array(written_over, dtype=np.int64)[row_of, layout.picks[fused][combo_of]],
+            np.array(output_memory, dtype=np.int64)[kept_at],
+        )
     prepare = getattr(part, "prepare_block_costs", None)
     if prepare is not None:
         prepare([key[0] for key in tiled], [key[1] for key in tiled])
@@ -473,6 +489,9 @@ def _vela_input(
         copy_bytes = (
             ctx.constant_copy_bytes(config, *encoding) if config.copy_tensor else (0.0, 0.0)
         )
+        if memory and encoding != (1.0, 0):
+            # The schedule's buffer holds a stripe's weights encoded, not their elements.
+            memory = math.ceil(memory * encoding[0] + encoding[1])
         return (config, memory, 0.0, copy_bytes, None, config.home_region)
     dma = ctx.vela_copy(config) if config.copy_tensor else 0.0
     return (config, memory, dma, (0.0, 0.0), config.copy_region, config.copy_region)

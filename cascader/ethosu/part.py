@@ -137,6 +137,7 @@ class EthosuPart(Part):
         vela_block_configs: list[BlockConfig] | None = None,
         weight_compression: float = 1.0,
         weight_stream_bytes: int = 0,
+        in_place_slots: tuple[int, ...] = (),
     ) -> None:
         super().__init__(
             id, inputs, output, propagators, stripe_align_hint or tuple(output_quantum)
@@ -152,6 +153,8 @@ class EthosuPart(Part):
         # ratio) and per encoded stream (see flow.cascader_graph.weight_encoding).
         self.weight_compression = float(weight_compression)
         self.weight_stream_bytes = int(weight_stream_bytes)
+        # The inputs an elementwise output may be written over (see `in_place_input`).
+        self.in_place_slots = tuple(in_place_slots)
         self.op = op
         # NHCWB16 outputs have 5 axes with width at 3; NHWC has width at 2.
         self._height_idx, self._width_idx = (1, 3) if len(self.output_quantum) == 5 else (1, 2)

@@ -102,6 +102,24 @@ def npu_op_description(op: NpuOp) -> NpuOpDescription:
     return NpuOpDescription(kind="pooling", sub_op="AVERAGE", activation=activation, **common)
 
 
+def _in_place_slots(op: NpuOp) -> tuple[int, ...]:
+    """The feature-map inputs of an elementwise op with the output's shape, type and layout
+    (Vela's condition for writing the output over one); whether an input is read by this op
+    alone is the graph's to say (`core.part.in_place_input`)."""
+    elementwise = isinstance(op, BinaryElementwise) or (
+        isinstance(op, UnaryElementwise) and op.operator != "LUT"  # a LUT runs as a pooling
+    )
+    if not elementwise:
+        return ()
+    return tuple(
+        slot
+        for slot, (tensor, scalar) in enumerate(zip(_op_inputs(op), _scalars(op), strict=True))
+        if scalar is None
+        and (tensor.shape, tensor.dtype, tensor.layout)
+        == (op.ofm.shape, op.ofm.dtype, op.ofm.layout)
+    )
+
+
 def _is_inline(op: NpuOp) -> bool:
     return isinstance(op, Identity) and op.operator == "RESHAPE"
 
@@ -258,6 +276,7 @@ def _part(
         vela_block_configs=list(device.block_configs(description, cull=False)),
         weight_compression=encoding[0],
         weight_stream_bytes=encoding[1],
+        in_place_slots=_in_place_slots(op),
     )
 
 

@@ -36,7 +36,7 @@ from ethosu.vela.npu_performance import (
 )
 
 from cascader.core.graph import CascaderGraph
-from cascader.core.part import BufferMode
+from cascader.core.part import BufferMode, in_place_input
 from cascader.core.proposal import Proposal
 from cascader.core.stripe_config import StripeConfig
 from cascader.core.tensor_config import TensorConfig, TensorConfigState
@@ -1160,9 +1160,19 @@ class _Builder:
         first, first-used first) and, when none reaches the live peak, Vela's hill-climb
         allocator from there; the smallest extent wins. Returns each area's extent."""
         extents: dict[str, int] = {}
-        by_area: dict[str, list[Buffer]] = {}
+        over = self.written_over()
+        members: dict[int, list[Buffer]] = {}
         for buf in self.buffers:
-            by_area.setdefault(buf.area, []).append(buf)
+            base = buf.index
+            while base in over:
+                base = over[base]
+            members.setdefault(base, []).append(buf)
+        by_area: dict[str, list[Buffer]] = {}
+        for base, group in members.items():
+            # A buffer written over another is placed with it, as one live range.
+            first, last = min(b.first for b in group), max(b.last for b in group)
+            joined = replace(self.buffers[base], first=first, last=last)
+            by_area.setdefault(joined.area, []).append(joined)
         orders = (
             lambda b: (-b.size, b.first, b.index),
             lambda b: (-(b.last - b.first + 1) * b.size, b.index),
@@ -1179,10 +1189,44 @@ class _Builder:
             ):
                 candidates.append(_hill_climb(buffers, _peak(buffers)))
             best = min(candidates, key=lambda c: _extent(buffers, c))
-            for buf, address in zip(buffers, best, strict=True):
-                buf.address = address
+            for joined, address in zip(buffers, best, strict=True):
+                for buf in members[joined.index]:
+                    buf.address = address
             extents[area] = _extent(buffers, best)
         return extents
+
+    def written_over(self) -> dict[int, int]:
+        """Output buffer -> the input buffer it is written over: an elementwise op's whole
+        output over a whole input of the same bytes and layout in the same area that only
+        this op reads (`core.part.in_place_input`) and that is complete before the op's
+        first stripe, as Vela's allocator places them. Each stripe reads its input box
+        before writing the same box of the output, and nothing writes the input after."""
+        parts = self.net.graph.parts
+        shared = set(self.alias.values())  # tensors whose buffer others write too
+        over: dict[int, int] = {}
+        last_write: dict[int, int] = {}
+        for index, step in enumerate(self.steps):
+            last_write[step.ofm_buffer if isinstance(step, Stripe) else step.dest] = index
+        seen: set[int] = set()  # outputs decided at their first stripe
+        for index, step in enumerate(self.steps):
+            if not isinstance(step, Stripe) or step.ofm_buffer in seen:
+                continue
+            seen.add(step.ofm_buffer)
+            part = parts[step.part]
+            slot = in_place_input(part)
+            if slot < 0:
+                continue
+            out, source = self.buffers[step.ofm_buffer], self.buffers[step.ifms[slot][1]]
+            if (
+                out.kind == source.kind == "tensor"
+                and source.tensor == part.inputs[slot].id  # its own buffer, not an alias's
+                and out.tensor == part.output.id not in shared
+                and source.tensor not in self.graph_io
+                and (out.area, out.size, out.layout) == (source.area, source.size, source.layout)
+                and last_write.get(source.index, -1) < index
+            ):
+                over[out.index] = source.index
+        return over
 
 
 def _extent(buffers: list[Buffer], addresses: list[int]) -> int:

@@ -41,7 +41,7 @@ class _Held:
     """One buffer: its bytes, the elements viewed over them in the tensor's stored layout,
     and per NHWC slot the flat index (in the whole tensor) of the element it holds, or -1."""
 
-    def __init__(self, buffer: Buffer, tensor: NpuTensor) -> None:
+    def __init__(self, buffer: Buffer, tensor: NpuTensor, memory: np.ndarray) -> None:
         self.buffer = buffer
         self.full = tensor.shape
         frame = tuple(buffer.frame)
@@ -53,7 +53,7 @@ class _Held:
                 f"buffer {buffer.index} of {tensor.name}: frame {frame} needs {needed} bytes, "
                 f"it has {buffer.size}"
             )
-        self.bytes = np.zeros(buffer.size, np.uint8)
+        self.bytes = memory
         elements = self.bytes[:needed].view(dtype).reshape(shape)
         # NHCWB16 as (N, H, W, bricks, 16): a writable view, bricks split from channels
         self.elements = elements.transpose(0, 1, 3, 2, 4) if len(shape) == 5 else elements
@@ -174,6 +174,13 @@ class StripedExecutor:
         # buffer index -> its memory, fresh per run of the function whose tensor it holds
         self._held: dict[int, _Held] = {}
         self._constants: dict[int, tuple[int, int]] = {}  # buffer -> output channels it holds
+        # Per memory region its bytes: a buffer's memory is a view at its address, so buffers
+        # that share bytes (one written over another, or at one address at different times)
+        # see each other's writes, as on the NPU.
+        ends: dict[int, int] = {}
+        for buffer in schedule.buffers:
+            ends[buffer.region] = max(ends.get(buffer.region, 0), buffer.address + buffer.size)
+        self._regions = {region: np.zeros(end, np.uint8) for region, end in ends.items()}
 
     def _root(self, tid: int) -> int:
         while tid in self.alias:
@@ -243,7 +250,8 @@ class StripedExecutor:
         if held is None:
             buffer = self.schedule.buffers[index]
             tensor = replace(self.net.feature_map(buffer.tensor), layout=buffer.layout)
-            held = self._held[index] = _Held(buffer, tensor)
+            memory = self._regions[buffer.region][buffer.address : buffer.address + buffer.size]
+            held = self._held[index] = _Held(buffer, tensor, memory)
         return held
 
     def _read(
