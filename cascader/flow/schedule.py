@@ -1128,6 +1128,53 @@ class _Builder:
         tid = self.root(self.net.graph.parts[pid].output.id)
         return self.homes.get(tid, place.area or self.io)
 
+    def double_buffered(self, plan: _Plan) -> _Plan:
+        """A plan of one convolution computed in one stripe that copies its weights whole,
+        with its weights double-buffered in output-depth slices where Vela's scheduler would
+        (`weight_depth_slices`): all but the first slice's copy then run under the op's own
+        compute instead of before it. The copy cannot all hide under the op before (that of
+        the producer of its input, as the cascader's cost assumes); the two slice buffers
+        fit where the whole copy did."""
+        pid = plan.output_part
+        op = self.net.ops[pid]
+        if (
+            len(plan.parts) != 1
+            or self.blocks != "fastest"
+            or not isinstance(op, Conv2D)
+            or op.kind == "fully_connected"
+            or not plan.placements[pid, 1].copy
+            or tuple(plan.output_stripe) != tuple(op.ofm.shape)
+        ):
+            return plan
+        ifms = tuple(_full(t.shape) for t in _feature_inputs(op))
+        areas = (self._input_area(plan, pid), self._output_area(plan, pid), self.cascade)
+        block = fastest_block(self.memory, op, _full(op.ofm.shape), ifms, areas)
+        sizes = _buffer_bytes(self.memory, self.encoded_size, pid, block[2])
+        whole = sizes(0, op.ofm.shape[3])
+        slack = self._producer_cycles(pid)
+        source = MEM_AREAS[self.constants]
+        transfer = measure_mem2mem_cycles(_system_arch(self.system), source,
+                                          MEM_AREAS[self.cascade], whole)  # fmt: skip
+        if transfer <= slack:
+            return plan
+        bounds = weight_depth_slices(op, self.memory, sizes, block, slack, whole)
+        slices = _even_slices(op, bounds, sizes, whole)
+        return replace(plan, depth_slices=slices) if slices else plan
+
+    def _producer_cycles(self, pid: int) -> float:
+        """Compute cycles of the op that produces the part's first input (whole, with its
+        fastest block), 0 for a graph input."""
+        tensor = self.net.graph.parts[pid].inputs[0]
+        while tensor.producers:
+            producer = tensor.producers[0]
+            if not producer.in_line:
+                op = self.net.ops[producer.id]
+                ifms = tuple(_full(t.shape) for t in _feature_inputs(op))
+                block = fastest_block(self.memory, op, _full(op.ofm.shape), ifms)
+                return _op_cycles(self.memory, op, block, op.ofm.shape[3])
+            tensor = producer.inputs[0]
+        return 0.0
+
     def block_of(self, pid: int) -> tuple[int, int, int]:
         """The (h, w, c) block config of every stripe of a part."""
         return self._blocks[pid]
@@ -1569,6 +1616,7 @@ def proposal_schedule(
     builder = _Builder(net, memory, encoded_size, blocks)
     plans = [_plan_from_proposal_plan(net, plan, memory) for plan in proposal.plans]
     builder.homes = _agreed_homes(net, plans, builder)
+    plans = [builder.double_buffered(plan) for plan in plans]
     sources = {id(plan): source for plan, source in zip(plans, proposal.plans, strict=True)}
     for index, plan in enumerate(_plan_order(net, plans)):
         builder.run_plan(plan, index, sources[id(plan)])

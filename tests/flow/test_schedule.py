@@ -31,6 +31,9 @@ from cascader.flow.schedule import (
     layer_by_layer_schedule,
     proposal_schedule,
 )
+from cascader.reference.litert import random_inputs
+from cascader.reference.run import ModelReference
+from cascader.reference.striped import StripedExecutor
 from cascader.testing.networks import CATALOGUE
 from cascader.testing.tflite_builder import ModelBuilder
 
@@ -451,3 +454,46 @@ def test_layer_by_layer_double_buffers_big_weights_in_depth_slices() -> None:
     double = evaluate(scheduled, memory).ops
     single = evaluate([replace(op, weight_buffering="single") for op in scheduled], memory).ops
     assert double[-1].total_cycles < single[-1].total_cycles
+
+
+def test_cascader_double_buffers_a_one_stripe_plans_copied_weights() -> None:
+    """A cascader plan of one convolution in one stripe that copies its weights runs, as
+    Vela's scheduler would, in output-depth slices with the weights double-buffered: slice
+    k+1's copy is issued before slice k runs, the two buffers fit the plan's budget, and the
+    op costs less than copying its weights in one go."""
+    b = ModelBuilder(0, name="deep_pointwise")
+    x = b.conv2d(b.input((1, 8, 8, 16)), 64, kernel=1)
+    b.output(b.conv2d(x, 256, kernel=3))  # 144 KiB of weights
+    model = b.build()
+    front = front_half(model, U55[0])
+    memory = system_memory(*U55, 192 * 1024)
+    options = CascaderOptions(always_copy_size=1 << 20)  # no striping: every plan one stripe
+    point = schedule_point(front, memory, options)
+    schedule = point.schedule
+    check_schedule(schedule)
+    check_allocation(schedule)
+    assert schedule.sram_bytes <= point.cascade.proposals[point.cascade.chosen_index].memory_usage
+    deep = max(front.network.ops, key=lambda op: op.ofm.shape[3])
+    part = front.network.ops.index(deep)
+    slices = schedule.stripes_of(part)
+    buffers = [s.weights_buffer for s in slices]
+    assert len(slices) >= 2 and len(set(buffers)) == 2
+    assert all(a != b for a, b in itertools.pairwise(buffers))
+    order = {id(step): i for i, step in enumerate(schedule.steps)}
+    for k, stripe in enumerate(slices[:-1]):
+        loads = [
+            i
+            for i, step in enumerate(schedule.steps)
+            if isinstance(step, Copy) and step.part == part and step.what == "weights"
+            and (step.box.start[0], step.box.end[0]) == slices[k + 1].channels
+        ]  # fmt: skip
+        assert loads and loads[0] < order[id(stripe)]
+    scheduled = generate(schedule, U55[0]).scheduled_ops
+    assert {op.name: op for op in scheduled}[deep.name].weight_buffering == "double"
+    double = evaluate(scheduled, memory).ops
+    single = evaluate([replace(op, weight_buffering="single") for op in scheduled], memory).ops
+    assert double[-1].total_cycles < single[-1].total_cycles
+    inputs = random_inputs(model, np.random.default_rng(1))
+    (expected,) = ModelReference.from_model(model, "deep_pointwise")(inputs)
+    (got,) = StripedExecutor(schedule).run(inputs)
+    np.testing.assert_array_equal(got.reshape(expected.shape), expected)
