@@ -173,9 +173,13 @@ def _vela_single_plans(
     bandwidth). The NPU cycles are the compute plus the DMA copies of its constants: the
     schedule copies them into one buffer per constant, so each slice's copy waits for the
     stripes before it, all but the first, which runs under the previous op (`copy_slack`).
-    The copied constants' reads are not access cycles. The evaluator sees an op's constants
-    as copied only when its weights are: a scale-bias copied alone counts as read where it
-    is homed. Feature-map copies overlap the compute.
+    (A plan left with one op in one stripe double-buffers its weights in depth slices, as
+    Vela does, and so costs less than this; the single plan cannot know it stays alone.)
+    Memory counts a copied weight buffer encoded and an elementwise output written over its
+    input (`in_place_input`) once, as the schedule holds them. The copied constants' reads
+    are not access cycles. The evaluator sees an op's constants as copied only when its
+    weights are: a scale-bias copied alone counts as read where it is homed. Feature-map
+    copies overlap the compute.
     The op's cost is asked once per distinct set of areas the combinations of input choices
     read from and spread over the combinations with numpy; configs that differ only in loop
     order cost the same (only their buffers differ), so it is asked per stripe tiling (and
