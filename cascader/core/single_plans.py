@@ -207,7 +207,8 @@ def _vela_single_plans(
     # than its own (see EthosuPart.costed_mode).
     costed_mode = getattr(part, "costed_mode", None)
     tiled: dict[tuple[StripeConfig, BufferMode, str], int] = {}
-    tiled_transfers: list[tuple[np.ndarray, np.ndarray]] = []
+    tiled_transfers: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    streams = weights >= 0 and getattr(part, "op", "") != "fully_connected"
     cascade = ctx.cascade
     # Per (input stripe config, slot): its options (rows share their constants' configs).
     slot_options: dict[tuple[StripeConfig, int], list[tuple]] = {}
@@ -228,6 +229,9 @@ def _vela_single_plans(
         if layout is None:
             layout = _VelaLayout(ctx, options, weights)
         tiling = ctx.tiling(output_stripe_config)
+        # A lone convolution in one stripe double-buffers its copied weights (the schedule's
+        # `double_buffered`): their copies overlap its compute.
+        overlapped = streams and math.prod(output_stripe_config.stripes) == 1
         transfers = None
         kept = [o for o, keep in enumerate(wanted) if keep]
         numbers = []
@@ -238,7 +242,7 @@ def _vela_single_plans(
             number = tiled.get(key)
             if number is None:
                 if transfers is None:
-                    transfers = layout.transfers(options, slack)
+                    transfers = layout.transfers(options, slack, overlapped)
                 number = tiled[key] = len(tiled_transfers)
                 tiled_transfers.append(transfers)
             numbers.append(number)
@@ -317,7 +321,7 @@ def _tiled_cycles(
     part: Part,
     layout: _VelaLayout,
     tiled: dict[tuple[StripeConfig, BufferMode, str], int],
-    transfers: list[tuple[np.ndarray, np.ndarray]],
+    transfers: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
 ) -> np.ndarray:
     """Cycles per (stripe tiling, mode, output area) numbered in `tiled` and combination,
     the keys with one output area costed together."""
@@ -332,8 +336,7 @@ def _tiled_cycles(
             [keys[n][0] for n in numbers],
             [keys[n][1] for n in numbers],
             area,
-            np.stack([transfers[n][0] for n in numbers]),
-            np.stack([transfers[n][1] for n in numbers]),
+            *(np.stack([transfers[n][i] for n in numbers]) for i in range(3)),
         )
     return cycles
 
@@ -423,15 +426,20 @@ class _VelaLayout:
             choices[:, start + pick] for start, pick in zip(self.starts, self.picks, strict=True)
         )
 
-    def transfers(self, options: list[list[tuple]], slack: float) -> tuple[np.ndarray, np.ndarray]:
-        """Per combination: (overlapped DMA cycles, NPU cycles the DMA copies of the op's
-        constants add: the whole copy but the first slice's, which hides under the previous
-        op up to `slack`)."""
+    def transfers(
+        self, options: list[list[tuple]], slack: float, overlapped: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per combination: (overlapped feature-map DMA cycles, NPU cycles the DMA copies of
+        the op's constants add to its compute, cycles of those copies that run beside the
+        compute). Single-buffered, the whole copy adds but the first slice's, which hides
+        under the previous op up to `slack`; double-buffered (`overlapped`), the first slice
+        hides under the previous op and the rest under the compute, so the op takes the
+        longer of its compute and the copy past `slack`."""
         dma = np.zeros(self.count)
         for choices, pick in zip(options, self.picks, strict=True):
             dma = dma + np.array([o[2] for o in choices])[pick]
         if self.weights < 0:
-            return dma, np.zeros(self.count)
+            return dma, np.zeros(self.count), np.zeros(self.count)
         ctx, weights = self.ctx, self.weights
         extra = []
         for combo in self.constant_firsts:
@@ -445,8 +453,12 @@ class _VelaLayout:
             total = sum(c[3][0] for c in chosen)
             first_bytes = sum(c[3][1] for c in chosen)
             full = ctx.mem2mem(home, ctx.cascade, total)
-            extra.append(full - min(ctx.mem2mem(home, ctx.cascade, first_bytes), slack))
-        return dma, np.array(extra)[self.constant_of]
+            if overlapped:
+                extra.append(-max(full - slack, 0.0))  # negative: beside the compute
+            else:
+                extra.append(full - min(ctx.mem2mem(home, ctx.cascade, first_bytes), slack))
+        extra_of = np.array(extra)[self.constant_of]
+        return dma, np.maximum(extra_of, 0.0), np.maximum(-extra_of, 0.0)
 
     def cycles(
         self,
@@ -456,14 +468,15 @@ class _VelaLayout:
         out_area: str,
         dma: np.ndarray,
         extra: np.ndarray,
+        beside: np.ndarray,
     ) -> np.ndarray:
         """Per output stripe config (its output in the mode at the same position of
         `modes`, copied to `out_area`) and combination: the plan's cycles, the largest of
-        the NPU cycles (`extra` for constant copies on top), the overlapped DMA (`dma`) and
-        each region's access cycles."""
+        the NPU cycles (`extra` for constant copies on top, at least `beside`, the copies
+        that overlap it), the overlapped DMA (`dma`) and each region's access cycles."""
         compute, access = self.ctx.vela_costs(part, configs, modes, out_area, self.area_sets)
         access = np.maximum.reduce(access, axis=2)
-        npu = compute[:, self.area_of] + extra
+        npu = np.maximum(compute[:, self.area_of] + extra, beside)
         return np.maximum(np.maximum(npu, dma), access[:, self.area_of]).astype(np.int64)
 
 

@@ -5,6 +5,7 @@ by benchmarks/core_equivalence.py; the goldens pin the tvm model's proposals."""
 
 import dataclasses
 import itertools
+import math
 import os
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from cascader.core import load_graph
 from cascader.core.floats import f32
 from cascader.core.memory_region import MemoryRegion
 from cascader.core.pareto import cull_plans
-from cascader.core.part import BufferMode
+from cascader.core.part import BufferMode, in_place_input
 from cascader.core.plan_context import (
     PlanContext,
     part_encoding,
@@ -246,11 +247,19 @@ def test_batched_single_plans_are_the_plain_ones(path, parts):
 
 def _plain_vela_single_plans(part, configs, ctx):
     """(memory, cycles, tensor configs, open configs, output config) of every single plan
-    under the "vela" cost model, one plan at a time: the op's cost asked per plan."""
+    under the "vela" cost model, one plan at a time: the op's cost asked per plan. A lone
+    convolution in one stripe overlaps its weight copies with its compute; an elementwise
+    output written over an input held whole in the cascade region takes no bytes of its own."""
     cascade, plans = ctx.cascade, []
     weights = getattr(part, "weight_tensor_idx", -1)
     slack = ctx.copy_slack(part) if weights >= 0 else 0.0
+    fused = in_place_input(part)
     for config in configs:
+        overlapped = (
+            weights >= 0
+            and getattr(part, "op", "") != "fully_connected"
+            and math.prod(config.stripes) == 1
+        )
         outputs = ctx.output_configs(config, part.output)
         options = []
         for slot, (sc, tensor) in enumerate(
@@ -264,14 +273,17 @@ def _plain_vela_single_plans(part, configs, ctx):
             inputs = tuple(c[0] for c in combo)
             opens = tuple(c for c in inputs if c.state == INTERIOR)
             copied = weights >= 0 and inputs[weights].copy_tensor
-            const_area, extra = None, 0.0
+            const_area, extra, beside = None, 0.0, 0.0
             if weights >= 0:
                 const_area = cascade if copied else inputs[weights].home_region
             if copied:
                 home = inputs[weights].home_region
                 full = ctx.mem2mem(home, cascade, sum(c[3][0] for c in combo))
                 first = ctx.mem2mem(home, cascade, sum(c[3][1] for c in combo))
-                extra = full - min(first, slack)
+                if overlapped:
+                    beside = max(full - slack, 0.0)
+                else:
+                    extra = full - min(first, slack)
             areas = tuple(c[4] if copied else c[5] for c in combo)
             tensor_configs = inputs
             for out in outputs:
@@ -280,9 +292,14 @@ def _plain_vela_single_plans(part, configs, ctx):
                     part, [config], [out.buffer_mode], out.copy_region, ((areas, const_area),)
                 )
                 access = access[0, 0].tolist()
-                cycles = int(max(compute[0, 0] + extra, sum(c[2] for c in combo), *access))
+                npu = max(compute[0, 0] + extra, beside)
+                cycles = int(max(npu, sum(c[2] for c in combo), *access))
                 boundary = out.home_region == cascade and out.state == BOUNDARY
                 memory = sum(c[1] for c in combo) + (out.tensor.size if boundary else 0)
+                if fused >= 0 and boundary:
+                    source = inputs[fused]
+                    if source.home_region == cascade and source.state == BOUNDARY:
+                        memory -= min(source.tensor.size, out.tensor.size)
                 open_configs = (*opens, out) if out.state == INTERIOR else opens
                 plans.append((memory, cycles, tensor_configs, open_configs, out))
     return plans
@@ -299,8 +316,25 @@ def test_vela_single_plans_are_the_plain_ones(path, parts, two_homes):
     regions, homes = _two_homes(document) if two_homes else (document.regions, document.home_map)
     ctx = PlanContext(document.graph, regions, homes, document.options)
     chosen = document.graph.parts if parts is None else [document.graph.parts[i] for i in parts]
+    _check_single_plans(ctx, chosen, document.options)
+
+
+@pytest.mark.parametrize("model", ["kws_dscnn", "ic_resnet8"])
+def test_vela_single_plans_are_the_plain_ones_on_the_flow(model):
+    """The same from the flow, whose parts know their weights' encoding and which input an
+    elementwise output may be written over (ic_resnet8's residual ADDs, the softmax's steps)."""
+    path = SHARED / "models" / f"{model}.tflite"
+    if not path.is_file():
+        pytest.skip(f"no {path}")
+    document = _flow_document(path)
+    ctx = PlanContext(document.graph, document.regions, document.home_map, document.options)
+    assert any(in_place_input(part) >= 0 for part in document.graph.parts)  # ADDs, softmax
+    _check_single_plans(ctx, document.graph.parts, document.options)
+
+
+def _check_single_plans(ctx, chosen, options):
     for part in chosen:
-        configs = _stripe_configs(part, document.options)
+        configs = _stripe_configs(part, options)
         singles = generate_single_plans(part, configs, ctx)
         plain = _plain_vela_single_plans(part, configs, ctx)
         assert len(singles) == len(plain)
@@ -446,8 +480,9 @@ def test_batched_merging_is_the_plain_merge(path, options, two_homes):
 KWS_MODEL = SHARED / "models" / "kws_dscnn.tflite"
 
 
-def _flow_document():
-    """kws from the flow (its parts know their weights), "vela" cost model, multi-d striping."""
+def _flow_document(model=KWS_MODEL):
+    """A model (kws) from the flow (its parts know their weights), "vela" cost model,
+    multi-dimensional striping."""
     from cascader.core.options import CascaderOptions
     from cascader.ethosu.memory import system_memory
     from cascader.flow.cascader_graph import graph_document
@@ -455,7 +490,7 @@ def _flow_document():
     from cascader.flow.pipeline import front_half
 
     accelerator = "ethos-u55-256"
-    front = front_half(load_tflite(str(KWS_MODEL)), accelerator)
+    front = front_half(load_tflite(str(model)), accelerator)
     memory = system_memory(accelerator, "Ethos_U55_High_End_Embedded", "Shared_Sram", 1 << 20)
     options = CascaderOptions(
         enable_striping=True, enable_multi_dimensional_striping=True, cost_model="vela"
