@@ -173,8 +173,9 @@ def _vela_single_plans(
     bandwidth). The NPU cycles are the compute plus the DMA copies of its constants: the
     schedule copies them into one buffer per constant, so each slice's copy waits for the
     stripes before it, all but the first, which runs under the previous op (`copy_slack`).
-    (A plan left with one op in one stripe double-buffers its weights in depth slices, as
-    Vela does, and so costs less than this; the single plan cannot know it stays alone.)
+    A convolution in one stripe is costed double-buffered instead, as the schedule runs a
+    plan left with that op alone (its copies overlap the compute; merged into a longer plan
+    of one stripe it would be single-buffered, which the single plan cannot know).
     Memory counts a copied weight buffer encoded and an elementwise output written over its
     input (`in_place_input`) once, as the schedule holds them. The copied constants' reads
     are not access cycles. The evaluator sees an op's constants as copied only when its

@@ -1132,9 +1132,9 @@ class _Builder:
         """A plan of one convolution computed in one stripe that copies its weights whole,
         with its weights double-buffered in output-depth slices where Vela's scheduler would
         (`weight_depth_slices`): all but the first slice's copy then run under the op's own
-        compute instead of before it. The copy cannot all hide under the op before (that of
-        the producer of its input, as the cascader's cost assumes); the two slice buffers
-        fit where the whole copy did."""
+        compute instead of before it. Only when the whole copy cannot hide under the op
+        before (taken, as the cascader's cost takes it, to be the producer of the input); the
+        two slice buffers fit in the bytes the whole copy took."""
         pid = plan.output_part
         op = self.net.ops[pid]
         if (
@@ -1267,7 +1267,8 @@ class _Builder:
             if (
                 out.kind == source.kind == "tensor"
                 and source.tensor == part.inputs[slot].id  # its own buffer, not an alias's
-                and out.tensor == part.output.id not in shared
+                and out.tensor == part.output.id
+                and out.tensor not in shared
                 and source.tensor not in self.graph_io
                 and (out.area, out.size, out.layout) == (source.area, source.size, source.layout)
                 and last_write.get(source.index, -1) < index

@@ -171,7 +171,8 @@ class StripedExecutor:
             for tensor in (part.output, *part.inputs)
         }
         self.stripes_run = 0  # over every run
-        # buffer index -> its memory, fresh per run of the function whose tensor it holds
+        # buffer index -> its view of the region's bytes and the elements it holds, fresh per
+        # run of the function whose tensor it holds
         self._held: dict[int, _Held] = {}
         self._constants: dict[int, tuple[int, int]] = {}  # buffer -> output channels it holds
         # Per memory region its bytes: a buffer's memory is a view at its address, so buffers
