@@ -148,8 +148,9 @@ def _stripe_choices(
 def _input_memory(config: TensorConfig, cascade: str) -> int:
     """Cascade-region bytes an input config holds: the whole tensor when it is homed there,
     its buffer when it is striped or copied into it, nothing otherwise."""
-    if config.home_region == cascade and config.state == BOUNDARY:
-        return config.tensor.size
+    whole = _whole_memory(config, cascade)
+    if whole:
+        return whole
     if config.home_region == cascade or config.copy_region == cascade:
         return config.buffer_size
     return 0

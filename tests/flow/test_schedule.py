@@ -416,20 +416,16 @@ def test_u65_cascades_a_fully_connected_chain() -> None:
         check_allocation(point.schedule)
 
 
-def test_layer_by_layer_double_buffers_big_weights_in_depth_slices() -> None:
-    """As Vela's scheduler: weights too big to prebuffer under the previous op are copied in
-    output-depth slices into two alternating buffers, slice k+1's copy issued before slice k
-    runs; the op is costed as double-buffered and beats copying its weights in one go."""
+def _deep_pointwise() -> bytes:
     b = ModelBuilder(0, name="deep_pointwise")
     x = b.conv2d(b.input((1, 8, 8, 16)), 64, kernel=1)
     b.output(b.conv2d(x, 256, kernel=3))  # 144 KiB of weights
-    front = front_half(b.build(), U55[0])
-    memory = system_memory(*U55, 192 * 1024)
-    schedule = layer_by_layer_schedule(front.network, memory, _sizer(front, U55[0]))
-    check_schedule(schedule)
-    check_allocation(schedule)
-    deep = max(front.network.ops, key=lambda op: op.ofm.shape[3])
-    part = front.network.ops.index(deep)
+    return b.build()
+
+
+def _check_double_buffered(schedule: Schedule, part: int) -> None:
+    """The part runs in output-depth slices whose weights alternate between two buffers,
+    slice k+1's copy issued before slice k runs."""
     slices = schedule.stripes_of(part)
     assert len(slices) >= 2
     buffers = [s.weights_buffer for s in slices]
@@ -444,16 +440,32 @@ def test_layer_by_layer_double_buffers_big_weights_in_depth_slices() -> None:
             and (step.box.start[0], step.box.end[0]) == upcoming
         ]  # fmt: skip
         assert loads and loads[0] < order[id(stripe)]
+
+
+def _check_double_beats_single(scheduled: list, name: str, memory) -> None:
+    """The op is costed double-buffered, and so beats copying its weights in one go."""
+    assert {op.name: op for op in scheduled}[name].weight_buffering == "double"
+    double = evaluate(scheduled, memory).ops
+    single = evaluate([replace(op, weight_buffering="single") for op in scheduled], memory).ops
+    assert double[-1].total_cycles < single[-1].total_cycles
+
+
+def test_layer_by_layer_double_buffers_big_weights_in_depth_slices() -> None:
+    """As Vela's scheduler: weights too big to prebuffer under the previous op are copied in
+    output-depth slices into two alternating buffers, slice k+1's copy issued before slice k
+    runs; the op is costed as double-buffered and beats copying its weights in one go."""
+    front = front_half(_deep_pointwise(), U55[0])
+    memory = system_memory(*U55, 192 * 1024)
+    schedule = layer_by_layer_schedule(front.network, memory, _sizer(front, U55[0]))
+    check_schedule(schedule)
+    check_allocation(schedule)
+    deep = max(front.network.ops, key=lambda op: op.ofm.shape[3])
+    _check_double_buffered(schedule, front.network.ops.index(deep))
     compiled = generate(schedule, U55[0])
     again = layer_by_layer_schedule(front.network, memory, _sizer(front, U55[0]))
     stream = compiled.functions[0].command_stream
     assert stream and stream == generate(again, U55[0]).functions[0].command_stream
-    scheduled = compiled.scheduled_ops
-    by_name = {op.name: op for op in scheduled}
-    assert by_name[deep.name].weight_buffering == "double"
-    double = evaluate(scheduled, memory).ops
-    single = evaluate([replace(op, weight_buffering="single") for op in scheduled], memory).ops
-    assert double[-1].total_cycles < single[-1].total_cycles
+    _check_double_beats_single(compiled.scheduled_ops, deep.name, memory)
 
 
 def test_cascader_double_buffers_a_one_stripe_plans_copied_weights() -> None:
@@ -461,10 +473,7 @@ def test_cascader_double_buffers_a_one_stripe_plans_copied_weights() -> None:
     Vela's scheduler would, in output-depth slices with the weights double-buffered: slice
     k+1's copy is issued before slice k runs, the two buffers fit the plan's budget, and the
     op costs less than copying its weights in one go."""
-    b = ModelBuilder(0, name="deep_pointwise")
-    x = b.conv2d(b.input((1, 8, 8, 16)), 64, kernel=1)
-    b.output(b.conv2d(x, 256, kernel=3))  # 144 KiB of weights
-    model = b.build()
+    model = _deep_pointwise()
     front = front_half(model, U55[0])
     memory = system_memory(*U55, 192 * 1024)
     options = CascaderOptions(always_copy_size=1 << 20)  # no striping: every plan one stripe
@@ -474,25 +483,8 @@ def test_cascader_double_buffers_a_one_stripe_plans_copied_weights() -> None:
     check_allocation(schedule)
     assert schedule.sram_bytes <= point.cascade.proposals[point.cascade.chosen_index].memory_usage
     deep = max(front.network.ops, key=lambda op: op.ofm.shape[3])
-    part = front.network.ops.index(deep)
-    slices = schedule.stripes_of(part)
-    buffers = [s.weights_buffer for s in slices]
-    assert len(slices) >= 2 and len(set(buffers)) == 2
-    assert all(a != b for a, b in itertools.pairwise(buffers))
-    order = {id(step): i for i, step in enumerate(schedule.steps)}
-    for k, stripe in enumerate(slices[:-1]):
-        loads = [
-            i
-            for i, step in enumerate(schedule.steps)
-            if isinstance(step, Copy) and step.part == part and step.what == "weights"
-            and (step.box.start[0], step.box.end[0]) == slices[k + 1].channels
-        ]  # fmt: skip
-        assert loads and loads[0] < order[id(stripe)]
-    scheduled = generate(schedule, U55[0]).scheduled_ops
-    assert {op.name: op for op in scheduled}[deep.name].weight_buffering == "double"
-    double = evaluate(scheduled, memory).ops
-    single = evaluate([replace(op, weight_buffering="single") for op in scheduled], memory).ops
-    assert double[-1].total_cycles < single[-1].total_cycles
+    _check_double_buffered(schedule, front.network.ops.index(deep))
+    _check_double_beats_single(generate(schedule, U55[0]).scheduled_ops, deep.name, memory)
     inputs = random_inputs(model, np.random.default_rng(1))
     (expected,) = ModelReference.from_model(model, "deep_pointwise")(inputs)
     (got,) = StripedExecutor(schedule).run(inputs)
