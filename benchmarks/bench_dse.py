@@ -1,7 +1,8 @@
 """DSE sweep benchmark: trials on MobileNetV2 (../shared/models) against one Vela compile.
 
 Run: pytest benchmarks/bench_dse.py --benchmark-only -s
-DSE_BENCH_TRIALS sets the trial count (default 100). The sweep runs in this process, scored
+DSE_BENCH_TRIALS sets the trial count (default 100), DSE_BENCH_SEED seeds the sampler (`dse
+sweep --seed`; default unseeded, as a user's sweep is). The sweep runs in this process, scored
 with the flow's Vela-model estimate; one Vela 5.2 compile (its default core, default
 settings) of the same model is timed in the same run, and the extra info holds seconds per
 trial, the cache hit rates, their ratio and the mean seconds of each kind of trial.
@@ -28,6 +29,7 @@ from dse.refine import STEP_OF
 SHARED = shared_dir()
 MODEL = SHARED / "models" / "mobilenet_v2_100_224.tflite" if SHARED else None
 TRIALS = int(os.environ.get("DSE_BENCH_TRIALS", "100"))
+SEED = os.environ.get("DSE_BENCH_SEED")
 
 pytestmark = pytest.mark.skipif(
     MODEL is None or not MODEL.is_file(), reason="shared/models/mobilenet_v2_100_224 missing"
@@ -37,6 +39,7 @@ pytestmark = pytest.mark.skipif(
 def _sweep(out: Path) -> dict:
     argv = ["sweep", "--model", str(MODEL), "--trials", str(TRIALS), "--out", str(out)]
     argv += ["--sram-min", "64KiB", "--sram-max", "4MiB", "--json"]
+    argv += ["--seed", SEED] if SEED is not None else []
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         assert main(argv) == 0
@@ -79,6 +82,7 @@ def test_sweep_trials_vs_one_vela_compile(benchmark, tmp_path: Path) -> None:
     benchmark.extra_info.update(
         {
             "trials": result["trials"],
+            "seed": SEED,
             "sweep_seconds": round(seconds, 2),
             "seconds_per_trial": round(per_trial, 3),
             "vela_compile_seconds": round(vela_seconds, 3),

@@ -150,6 +150,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--storage", default=None, metavar="URL", help="Optuna storage URL")
     p.add_argument("--study", default=None, metavar="NAME")
     p.add_argument("--sampler", choices=("default", "nsga2", "tpe", "grid"), default="default")
+    p.add_argument(
+        "--seed",
+        type=_non_negative_int,
+        default=None,
+        metavar="N",
+        help="seed the sampler: the same seed, study and trials give the same trials "
+        "(one process; with --jobs N, process k draws from seed N+k)",
+    )
     p.add_argument("--objectives", default="cycles,sram", metavar="LIST")
     p.add_argument("--baseline", choices=("vela",), default=None)
     p.add_argument("--out", default="dse-out", metavar="DIR")

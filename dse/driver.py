@@ -25,13 +25,16 @@ SAMPLERS = ("default", "nsga2", "tpe", "grid")
 SEED_SHARE = 4  # a new study's first request spends 1/SEED_SHARE of its trials on seeds
 
 
-def make_sampler(name: str) -> optuna.samplers.BaseSampler | None:
-    """None lets Optuna pick its default sampler for the study's directions. A grid study
-    needs no sampler: its tickets carry every parameter (see dse.tickets.issue)."""
+def make_sampler(name: str, seed: int | None = None) -> optuna.samplers.BaseSampler | None:
+    """None lets Optuna pick its default sampler for the study's directions; with a seed, that
+    default (Optuna 5's TPESampler for any number of objectives) is built here, seeded. A
+    grid study needs no sampler: its tickets carry every parameter (see dse.tickets.issue)."""
     if name == "nsga2":
-        return optuna.samplers.NSGAIISampler()
+        return optuna.samplers.NSGAIISampler(seed=seed)
     if name == "tpe":
-        return optuna.samplers.TPESampler(multivariate=True)
+        return optuna.samplers.TPESampler(multivariate=True, seed=seed)
+    if name == "default" and seed is not None:
+        return optuna.samplers.TPESampler(seed=seed)
     return None
 
 
@@ -76,12 +79,14 @@ def issue_trials(
     return issue(study, n_trials, None, by, seeds)
 
 
-def run_trials(study: optuna.Study, evaluate: Evaluator, total: int, progress: bool) -> int:
+def run_trials(
+    study: optuna.Study, evaluate: Evaluator, total: int, progress: bool, seed: int | None = None
+) -> int:
     """Run issued trials here until none is left; returns how many this process completed."""
     settings = load_settings(study)
     space = space_of(settings)
     if settings.sampler != "grid":
-        base = make_sampler(settings.sampler) or study.sampler
+        base = make_sampler(settings.sampler, seed) or study.sampler
         study.sampler = with_front_steps(base, space.low // SRAM_ALIGN, space.high // SRAM_ALIGN)
     objective = make_objective(settings, space, evaluate)
     done = 0
@@ -100,9 +105,11 @@ def run_trials(study: optuna.Study, evaluate: Evaluator, total: int, progress: b
     return done
 
 
-def _worker_main(storage_url: str, study_name: str, make_evaluator: Callable) -> None:
+def _worker_main(
+    storage_url: str, study_name: str, make_evaluator: Callable, seed: int | None
+) -> None:
     study = optuna.load_study(study_name=study_name, storage=open_storage(storage_url))
-    run_trials(study, make_evaluator(load_settings(study)), 0, progress=False)
+    run_trials(study, make_evaluator(load_settings(study)), 0, progress=False, seed=seed)
 
 
 def run_parallel(
@@ -112,13 +119,17 @@ def run_parallel(
     jobs: int,
     make_evaluator: Callable[[StudySettings], Evaluator],
     progress: bool,
+    seed: int | None = None,
 ) -> None:
-    """Run the issued trials in `jobs` processes sharing the storage; the bar follows it."""
+    """Run the issued trials in `jobs` processes sharing the storage; the bar follows it.
+    With a seed, process k seeds its sampler with seed + k (the same seed in every process
+    would draw the same points)."""
     ctx = multiprocessing.get_context("spawn")
     start = len(completed_trials(study))
+    seeds = [None if seed is None else seed + k for k in range(jobs)]
     procs = [
-        ctx.Process(target=_worker_main, args=(storage_url, study.study_name, make_evaluator))
-        for _ in range(jobs)
+        ctx.Process(target=_worker_main, args=(storage_url, study.study_name, make_evaluator, s))
+        for s in seeds
     ]
     for proc in procs:
         proc.start()

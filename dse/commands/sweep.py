@@ -65,12 +65,14 @@ def _sweep(args: argparse.Namespace) -> int:
     storage_url = args.storage or default_storage(out)
     storage = open_storage(storage_url)
     name = args.study or f"{Path(settings.source_path).stem}-{settings.accelerator}"
-    study = create_or_continue(storage, name, settings, make_sampler(args.sampler))
+    study = create_or_continue(storage, name, settings, make_sampler(args.sampler, args.seed))
     issued = issue_trials(study, args.trials, by="sweep", evaluate=evaluate)
     if args.jobs == 1:
-        run_trials(study, evaluate, issued, progress=not args.json)
+        run_trials(study, evaluate, issued, progress=not args.json, seed=args.seed)
     else:
-        run_parallel(storage_url, study, issued, args.jobs, make_evaluator, progress=not args.json)
+        run_parallel(
+            storage_url, study, issued, args.jobs, make_evaluator, not args.json, args.seed
+        )
     if args.baseline == "vela":
         run_baseline(study, settings, baseline_budgets(study, settings))
     rows = front_rows(pareto_front(study))

@@ -11,6 +11,7 @@ import pytest
 
 from cascader.testing.shared import shared_dir
 from dse.cli import main
+from dse.driver import make_sampler
 
 SHARED = shared_dir()
 GOLDEN = SHARED / "golden" if SHARED else None
@@ -169,3 +170,24 @@ def test_unreachable_storage_is_one_line(
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot open storage" in err[0]
+
+
+def _trials(out: Path) -> list[tuple[dict, list[float] | None]]:
+    return [(t.params, t.values) for t in _study(out).trials]
+
+
+@needs_golden
+def test_a_seeded_sweep_repeats_itself(kws_graph: Path, tmp_path: Path) -> None:
+    runs = {}
+    for name, seed in (("a", "7"), ("b", "7"), ("c", "8")):
+        assert _sweep(kws_graph, tmp_path / name, "--trials", "20", "--seed", seed, "--json") == 0
+        runs[name] = _trials(tmp_path / name)
+    assert len(runs["a"]) == 20
+    assert runs["a"] == runs["b"]
+    assert runs["a"] != runs["c"]
+
+
+def test_the_seeded_default_sampler_is_optunas_default() -> None:
+    default = optuna.create_study(directions=["minimize", "minimize"]).sampler
+    assert make_sampler("default") is None
+    assert type(make_sampler("default", 1)) is type(default)
