@@ -156,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="seed the sampler: the same seed, study and trials give the same trials "
-        "(one process; with --jobs N, process k draws from seed N+k)",
+        "(in one process; with --jobs, process k draws from seed N+k)",
     )
     p.add_argument("--objectives", default="cycles,sram", metavar="LIST")
     p.add_argument("--baseline", choices=("vela",), default=None)
