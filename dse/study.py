@@ -127,7 +127,10 @@ class TicketStorage(RDBStorage):
     ) -> bool:
         """Claim a waiting trial with one conditional UPDATE. Optuna reads the state with
         SELECT ... FOR UPDATE, which SQLite ignores, so two worker processes could both take
-        the same ticket and evaluate it twice; the UPDATE's row count decides the winner."""
+        the same ticket and evaluate it twice; the UPDATE's row count decides the winner.
+        The claim beats its first heartbeat at once: Optuna never finds a running trial
+        without one stale, so a worker killed before its heartbeat thread's first beat
+        (the sampler runs in between) would leave its trial running for ever."""
         if state != TrialState.RUNNING:
             self._forget(trial_id)
             return super().set_trial_state_values(trial_id, state, values)
@@ -143,6 +146,8 @@ class TicketStorage(RDBStorage):
             claimed = session.execute(claim).rowcount == 1
         if claimed:
             self._claimed.add(trial_id)
+            if self.get_heartbeat_interval() is not None:
+                self.record_heartbeat(trial_id)
         return claimed
 
     def _set_trial_param(

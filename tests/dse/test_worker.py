@@ -21,7 +21,7 @@ from dse.cli import main
 from dse.refine import STEP_OF
 from dse.space import ALWAYS_COPY_SIZES, DesignPoint
 from dse.study import NoTicketLeft, open_storage
-from dse.tickets import issue, requested_trials
+from dse.tickets import fail_stale, issue, requested_trials
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 POSTGRES_URL = os.environ.get("DSE_TEST_POSTGRES_URL")
@@ -115,6 +115,24 @@ def test_three_workers_run_exactly_the_requested_trials(backend: str, tmp_path: 
     assert retry.params == failed.params
     keys = [tuple(sorted(t.params.items())) for t in complete]
     assert len(set(keys)) == len(keys), "a point was evaluated twice"
+
+
+def test_a_ticket_claimed_by_a_worker_that_died_at_once_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker killed right after it claims a ticket, before its heartbeat thread has beaten
+    (the sampler runs in between), still leaves a trial that goes stale."""
+    monkeypatch.setenv("DSE_HEARTBEAT_SECONDS", "1")
+    monkeypatch.setenv("DSE_GRACE_SECONDS", "1")
+    storage = open_storage(f"sqlite:///{tmp_path / 'study.db'}")
+    study = optuna.create_study(storage=storage, study_name="t")
+    issue(study, 1, [{"x": 3}], by="test")
+    with pytest.warns(UserWarning, match="Heartbeat of storage"):  # ask outside optimize
+        claimed = study.ask()  # the worker "dies" here: no heartbeat thread ever runs
+    time.sleep(2.5)
+    fail_stale(study)
+    states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
+    assert states == {claimed.number: TrialState.FAIL, claimed.number + 1: TrialState.WAITING}
 
 
 def test_only_issued_trials_are_run(tmp_path: Path) -> None:
