@@ -89,6 +89,13 @@ class Part(ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(id={self.id}, output={self.output.id})"
 
+    def prepare_input_stripe_configs(self, output_configs: list[StripeConfig]) -> None:
+        """Propagate, as one batch per propagator, the output configs whose input configs are
+        not memoised yet (a sweep's cascader runs ask again for most of them)."""
+        new = [config for config in output_configs if config not in self._input_configs]
+        for propagator in self.propagators:
+            propagator.prepare(new)
+
     def input_stripe_configs(self, output_config: StripeConfig) -> tuple[StripeConfig, ...]:
         """The stripe config each input must provide for `output_config` (memoised: the same
         output config is propagated for both buffer modes and many tensor-config choices)."""

@@ -138,8 +138,7 @@ def _stripe_choices(
         wanted = [out.state == BOUNDARY or joinable is None or joinable(out) for out in outputs]
         if any(wanted):
             rows.append((output_stripe_config, outputs, wanted))
-    for propagator in part.propagators:
-        propagator.prepare([config for config, _, _ in rows])
+    part.prepare_input_stripe_configs([config for config, _, _ in rows])
     for output_stripe_config, outputs, wanted in rows:
         inputs = part.input_stripe_configs(output_stripe_config)
         yield output_stripe_config, inputs, outputs, wanted

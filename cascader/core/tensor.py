@@ -32,6 +32,9 @@ class Tensor:
     compression_ratio: float = 1.0
     producers: list = field(default_factory=list, repr=False)
     consumers: list = field(default_factory=list, repr=False)
+    # Buffer bytes per (buffer mode, stripe configs), filled by TensorConfigTable: a pure
+    # function of the tensor, kept with it so a sweep's cascader runs size each buffer once.
+    buffer_sizes: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPE_BYTES:

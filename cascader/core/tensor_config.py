@@ -108,9 +108,6 @@ class TensorConfigTable:
 
     def __init__(self) -> None:
         self._by_key: dict[tuple, TensorConfig] = {}
-        # Buffer sizes per (tensor, buffer mode, stripe configs): the configs of one tensor
-        # striped one way differ mostly in home and state, which the size ignores.
-        self._sizes: dict[tuple, int] = {}
 
     def __len__(self) -> int:
         return len(self._by_key)
@@ -129,7 +126,9 @@ class TensorConfigTable:
         key = (tensor.id, home_region, state, buffer_mode, stripe_configs, copy_tensor, copy_region)
         config = self._by_key.get(key)
         if config is None:
-            sized = (key[0], buffer_mode, stripe_configs)
+            # The configs of one tensor striped one way differ mostly in home and state,
+            # which the buffer size ignores (sizes are kept with the tensor, see Tensor).
+            sized = (buffer_mode, stripe_configs)
             config = TensorConfig(
                 tensor,
                 home_region,
@@ -139,8 +138,8 @@ class TensorConfigTable:
                 copy_tensor,
                 copy_region,
                 id=len(self._by_key),
-                buffer_size=self._sizes.get(sized),
+                buffer_size=tensor.buffer_sizes.get(sized),
             )
-            self._sizes[sized] = config.buffer_size
+            tensor.buffer_sizes[sized] = config.buffer_size
             self._by_key[key] = config
         return config

@@ -439,6 +439,12 @@ class _Plan:
     outputs: dict[int, _Placement]  # per part: its output's placement
     depth_slices: tuple[int, ...] = ()  # double-buffered weights: OFM depth slice bounds
 
+    def key(self) -> tuple:
+        """Everything running the plan reads from it, hashable (the dicts as sorted items)."""
+        return (self.parts, self.output_part, self.output_stripe,
+                tuple(sorted(self.stripe_configs.items())), tuple(sorted(self.placements.items())),
+                tuple(sorted(self.outputs.items())), self.depth_slices)  # fmt: skip
+
 
 def _plan_from_proposal_plan(net: Network, plan, memory: SystemMemory) -> _Plan:
     graph = net.graph
@@ -579,8 +585,8 @@ class _PlanTrace:
         return all(encoded_size(*args) == n for args, n in self.sizes.items())
 
 
-# Plan records by (cascader plan, network, system, roles, block policy, homes of its tensors):
-# a sweep's proposals of one cascade share most of their plans.
+# Plan records by (plan, network, system, roles, block policy, homes of its tensors): a
+# sweep's proposals share most of their plans, also those of different cascader runs.
 _TRACES = LruCache(4096)
 
 
@@ -706,20 +712,20 @@ class _Builder:
         self.touch(found)
         return found
 
-    def run_plan(self, plan: _Plan, plan_index: int, source: object = None) -> None:
-        """Append the plan's steps and buffers. A plan of the cascader (`source`, the
-        proposal's plan object) that ran before on this network and system, with the same
-        homes for its tensors and the same weight sizes, is replayed from its record: a
-        sweep's proposals of one cascade share most of their plans."""
-        if source is None:
+    def run_plan(self, plan: _Plan, plan_index: int, recorded: bool = False) -> None:
+        """Append the plan's steps and buffers. With `recorded` (plans of the cascader), a
+        plan equal to one that ran before on this network and system, with the same homes
+        for its tensors and the same weight sizes, is replayed from its record: a sweep's
+        proposals share most of their plans, within one cascader run and across runs."""
+        if not recorded:
             self._run_plan(plan, plan_index)
             return
         parts = self.net.graph.parts
         roots = tuple(
             self.root(t.id) for pid in plan.parts for t in (*parts[pid].inputs, parts[pid].output)
         )
-        key = (source, id(self.net), self.system, tuple(self.memory.roles.items()), self.blocks,
-               roots, tuple(self.homes.get(r) for r in roots))  # fmt: skip
+        key = (plan.key(), id(self.net), self.system, tuple(self.memory.roles.items()),
+               self.blocks, roots, tuple(self.homes.get(r) for r in roots))  # fmt: skip
         trace = _TRACES.lookup(key)
         if trace is not None and trace.net is self.net and trace.sizes_agree(self.encoded_size):
             self._replay(trace, plan_index)
@@ -1618,9 +1624,8 @@ def proposal_schedule(
     plans = [_plan_from_proposal_plan(net, plan, memory) for plan in proposal.plans]
     builder.homes = _agreed_homes(net, plans, builder)
     plans = [builder.double_buffered(plan) for plan in plans]
-    sources = {id(plan): source for plan, source in zip(plans, proposal.plans, strict=True)}
     for index, plan in enumerate(_plan_order(net, plans)):
-        builder.run_plan(plan, index, sources[id(plan)])
+        builder.run_plan(plan, index, recorded=True)
     return _finish(builder, check=check)
 
 

@@ -77,3 +77,31 @@ def test_a_changed_model_file_is_read_and_validated_again(tmp_path: Path) -> Non
     assert load_tflite(model) == first
     frontend._LOADED.clear()
     assert load_tflite(model) == first
+
+
+def test_a_cascader_run_after_others_makes_the_proposals_of_a_fresh_graph() -> None:
+    """Parts and tensors keep what is pure in them (input stripe configs, buffer sizes) from
+    run to run: runs on a graph that served other option sets first give the proposals the
+    same options give on a graph built afresh."""
+    memory = system_memory(*U55, 512 * 1024)
+    striped = CascaderOptions(enable_striping=True)
+    multi = replace(striped, enable_multi_dimensional_striping=True)
+    option_sets = [
+        replace(striped, stripe_factors=2),
+        replace(striped, stripe_factors=4, always_copy_size=0),
+        replace(multi, stripe_factors=3, cost_model="vela"),
+        replace(multi, stripe_factors=4, always_copy_size=0),
+    ]
+
+    def run(options: CascaderOptions, fresh: bool) -> list[dict]:
+        if fresh:
+            pipeline._FRONTS.clear()
+        graph = front_half(load_tflite(EXAMPLE), U55[0]).network.graph
+        document = graph_document(graph, memory, options)
+        found = cascade(document.graph, document.regions, document.home_map, document.options)
+        return [p.to_json() for p in found.proposals]
+
+    pipeline._FRONTS.clear()
+    warm = [run(options, fresh=False) for options in option_sets]
+    cold = [run(options, fresh=True) for options in option_sets]
+    assert warm == cold

@@ -6,6 +6,7 @@ DRAM), and a weight-size function that disagrees with a record is not given it."
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,31 @@ def test_a_record_needs_the_weight_sizes_it_was_made_with() -> None:
     fresh = proposal_schedule(net, proposal, memory, padded, check=False)
     assert _facts(replayed) == _facts(fresh)
     assert _facts(fresh) != _facts(proposal_schedule(net, proposal, memory, sizes, check=False))
+
+
+def test_plans_of_another_cascader_run_replay_as_built_afresh() -> None:
+    """Records are kept by what a plan is, not by the cascader's plan object, so the plans
+    one run shares with another are replayed from the other's records, to the same schedule."""
+    front = front_half(load_tflite(EXAMPLE), SYSTEMS[0][0])
+    net, memory = front.network, system_memory(*SYSTEMS[0], REGION)
+    sizes = encoded_size(memory.accelerator, net.ops)
+    options = CascaderOptions(enable_striping=True, cascade_region=memory.roles["cascade"])
+    runs = [
+        proposals(front, memory, replace(options, stripe_factors=k), REGION).proposals
+        for k in (3, 4)
+    ]
+    cold = []
+    for proposal in runs[1]:
+        schedule._TRACES.clear()
+        cold.append(_facts(proposal_schedule(net, proposal, memory, sizes, check=False)))
+    schedule._TRACES.clear()
+    for proposal in runs[0]:
+        proposal_schedule(net, proposal, memory, sizes, check=False)
+    before = len(schedule._TRACES)
+    warm = [_facts(proposal_schedule(net, p, memory, sizes, check=False)) for p in runs[1]]
+    added = len(schedule._TRACES) - before
+    schedule._TRACES.clear()
+    for proposal in runs[1]:
+        proposal_schedule(net, proposal, memory, sizes, check=False)
+    assert warm == cold
+    assert added < len(schedule._TRACES)  # some of the second run's plans were the first's
