@@ -5,6 +5,7 @@ or `vela`, Vela's performance model's)."""
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, field
 from operator import itemgetter
 
@@ -127,9 +128,36 @@ def copy_cycles_hint(config: TensorConfig, regions: dict[str, MemoryRegion]) -> 
 
 
 @dataclass
+class _SystemMemos:
+    """The caches of plan contexts that depend on the graph, its regions and the cascade
+    region alone, not on a run's options: shared by a sweep's cascader runs on one graph."""
+
+    efficiency: dict = field(default_factory=dict)
+    slack: dict = field(default_factory=dict)
+    area_arrays: dict = field(default_factory=dict)
+    region_matrices: dict = field(default_factory=dict)
+    per_byte: dict = field(default_factory=dict)
+    burst: dict = field(default_factory=dict)
+
+
+# Per graph, per (regions, cascade region): the graph's runs' system memos. Weakly keyed, so
+# a graph's memos go with it.
+_SYSTEM_MEMOS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _system_memos(
+    graph: CascaderGraph, regions: dict[str, MemoryRegion], cascade: str
+) -> _SystemMemos:
+    by_system = _SYSTEM_MEMOS.setdefault(graph, {})
+    return by_system.setdefault((tuple(regions.items()), cascade), _SystemMemos())
+
+
+@dataclass
 class PlanContext:
     """Everything plan generation shares across parts: regions, homes, options, the interned
-    tensor configs and the per-config caches."""
+    tensor configs and the per-config caches. The caches that only depend on the graph and
+    its regions carry over from the graph's earlier runs (see `_SystemMemos`); those that
+    hold this run's tensor configs start empty."""
 
     graph: CascaderGraph
     regions: dict[str, MemoryRegion]
@@ -139,15 +167,18 @@ class PlanContext:
     _inputs: dict = field(default_factory=dict)
     _outputs: dict = field(default_factory=dict)
     _copy: dict = field(default_factory=dict)
-    _efficiency: dict = field(default_factory=dict)
     _vela_copy: dict = field(default_factory=dict)
     _constant_copy: dict = field(default_factory=dict)
-    _slack: dict = field(default_factory=dict)
-    _area_arrays: dict = field(default_factory=dict)
-    _region_matrices: dict = field(default_factory=dict)
-    _per_byte: dict = field(default_factory=dict)
-    _burst: dict = field(default_factory=dict)
     _tilings: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        memos = _system_memos(self.graph, self.regions, self.cascade)
+        self._efficiency = memos.efficiency
+        self._slack = memos.slack
+        self._area_arrays = memos.area_arrays
+        self._region_matrices = memos.region_matrices
+        self._per_byte = memos.per_byte
+        self._burst = memos.burst
 
     @property
     def cascade(self) -> str:
