@@ -70,10 +70,8 @@ def test_rolling_buffers_hold_only_the_rows_one_stripe_reads(mobilenet: bytes) -
 def test_the_smallest_options_need_100_kib_less_than_vela_and_run_bit_exactly(
     mobilenet: bytes,
 ) -> None:
-    # Two stripe factors (whole or one output quantum) reach the same floor as the default
-    # five in a sixth of the time: the floor's stripes are one quantum. A pool under every
-    # proposal's budget gets the smallest proposal.
-    options = replace(CascaderOptions(**SMALLEST.cascader_options()), stripe_factors=2)
+    # A pool under every proposal's budget gets the smallest proposal.
+    options = CascaderOptions(**SMALLEST.cascader_options())
     result = verify_model(mobilenet, system_memory(*U55, 128 * 1024), options,
                           proposal_region_bytes=REGION)  # fmt: skip
     schedule = result.point.schedule
