@@ -80,9 +80,10 @@ def test_a_changed_model_file_is_read_and_validated_again(tmp_path: Path) -> Non
 
 
 def test_a_cascader_run_after_others_makes_the_proposals_of_a_fresh_graph() -> None:
-    """Parts and tensors keep what is pure in them (input stripe configs, buffer sizes) from
-    run to run: runs on a graph that served other option sets first give the proposals the
-    same options give on a graph built afresh."""
+    """Parts, tensors and the graph keep what is pure in them from run to run (input stripe
+    configs, buffer sizes, the plan contexts' system caches): runs on a graph that served
+    other option sets first give the proposals the same options give on a graph built
+    afresh."""
     memory = system_memory(*U55, 512 * 1024)
     striped = CascaderOptions(enable_striping=True)
     multi = replace(striped, enable_multi_dimensional_striping=True)
