@@ -92,11 +92,17 @@ def _device(name: str) -> EthosuDevice:
 
 
 @lru_cache(maxsize=4096)
+def valid_blocks(name: str, op: NpuOpDescription) -> tuple[tuple[int, int, int], ...]:
+    """Vela's valid (h, w, c) block configs for the op on accelerator `name`, in Vela's order
+    (`npu_find_block_configs`): asked once per op description, as the graph's culled and
+    full lists and the schedule's block choice all start from it."""
+    blocks = npu_find_block_configs(op.to_npu_op(), npu_accelerator(name))
+    return tuple((b.height, b.width, b.depth) for b in blocks)
+
+
+@lru_cache(maxsize=4096)
 def _block_configs(name: str, op: NpuOpDescription, cull: bool) -> tuple[BlockConfig, ...]:
-    blocks = np.array(
-        [tuple(b) for b in npu_find_block_configs(op.to_npu_op(), npu_accelerator(name))],
-        dtype=np.int64,
-    ).reshape(-1, 3)
+    blocks = np.array(valid_blocks(name, op), dtype=np.int64).reshape(-1, 3)
     if cull:
         blocks = blocks[_pareto_maximal(_layout_shapes(blocks, op.ofm_layout))]
     order = np.lexsort((-blocks[:, 0], -blocks[:, 1], -blocks[:, 2]))

@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 
-from ethosu.vela.api import npu_find_block_configs
 from ethosu.vela.architecture_features import ArchitectureFeatures
 from ethosu.vela.hillclimb_allocation import allocate_live_ranges
 from ethosu.vela.live_range import LiveRange
@@ -41,12 +40,12 @@ from cascader.core.proposal import Proposal
 from cascader.core.stripe_config import StripeConfig
 from cascader.core.tensor_config import TensorConfig, TensorConfigState
 from cascader.ethosu.core_split import scale_bias_bytes
-from cascader.ethosu.device import get_device
+from cascader.ethosu.device import get_device, valid_blocks
 from cascader.ethosu.memory import SystemMemory
 from cascader.ethosu.npu_op import NpuOpDescription
 from cascader.ethosu.part import EthosuPart
 from cascader.ethosu.perf_query import MEM_AREAS, performance_query
-from cascader.ethosu.vela_arch import npu_accelerator, system_arch
+from cascader.ethosu.vela_arch import system_arch
 from cascader.flow.cascader_graph import _dataflow, build_cascader_graph, npu_op_description
 from cascader.flow.lru import LruCache
 from cascader.flow.npu_ops import (
@@ -1355,15 +1354,6 @@ def _system_arch(system: tuple) -> ArchitectureFeatures:
     return system_arch(*system[:3], None, system[3])
 
 
-@lru_cache(maxsize=1024)
-def _valid_blocks(accelerator: str, desc: NpuOpDescription) -> tuple[tuple[int, int, int], ...]:
-    """Vela's valid (h, w, c) block configs for the op, in its order: the search does not
-    depend on where the feature maps live, and a stripe shape is often costed in several
-    places."""
-    blocks = npu_find_block_configs(desc.to_npu_op(), npu_accelerator(accelerator))
-    return tuple((b.height, b.width, b.depth) for b in blocks)
-
-
 @lru_cache(maxsize=8192)
 def _fastest_block(
     system: tuple, desc: NpuOpDescription, areas: tuple[str, str, str]
@@ -1374,7 +1364,7 @@ def _fastest_block(
     ifm_area, ofm_area, weights_area = (MEM_AREAS[a] for a in areas)
     ofm_bits = NpuOpDescription.dtype_bits(desc.ofm_dtype)
     best: tuple[float, tuple[int, int, int]] | None = None
-    for hwd in _valid_blocks(accelerator, desc):
+    for hwd in valid_blocks(accelerator, desc):
         try:
             config = device.vela_block_config(desc, hwd)
         except ValueError:
@@ -1409,7 +1399,7 @@ def _vela_block(op: NpuOp, shape: tuple[int, ...], accelerator: str) -> tuple[in
     if len(shape) != 5:
         return tuple((1, 1, 1, *shape)[-3:])
     height, bricks, width = shape[1], shape[2], shape[3]
-    valid = _valid_blocks(accelerator, npu_op_description(op))
+    valid = valid_blocks(accelerator, npu_op_description(op))
     depths = [
         d for h, w, d in valid if h == height and w == width and math.ceil(d / BRICK) == bricks
     ]

@@ -30,7 +30,7 @@ def _forget_everything() -> None:
         cache.clear()
     codegen._BY_OP.clear()
     schedule._TRACES.clear()
-    for memo in (schedule._fastest_block, schedule._valid_blocks, device._vela_block_config,
+    for memo in (schedule._fastest_block, device.valid_blocks, device._vela_block_config,
                  device._block_configs, perf._stripe_cost, codegen._strides, codegen._quant,
                  npu_op._described):  # fmt: skip
         memo.cache_clear()
