@@ -171,14 +171,10 @@ class PlanContext:
     _constant_copy: dict = field(default_factory=dict)
     _tilings: dict = field(default_factory=dict)
 
+    _memos: _SystemMemos = field(init=False)
+
     def __post_init__(self) -> None:
-        memos = _system_memos(self.graph, self.regions, self.cascade)
-        self._efficiency = memos.efficiency
-        self._slack = memos.slack
-        self._area_arrays = memos.area_arrays
-        self._region_matrices = memos.region_matrices
-        self._per_byte = memos.per_byte
-        self._burst = memos.burst
+        self._memos = _system_memos(self.graph, self.regions, self.cascade)
 
     @property
     def cascade(self) -> str:
@@ -289,7 +285,7 @@ class PlanContext:
         there. (A producer that itself streams weight slices leaves only its last slice, and
         reading its constants from slow memory raises its compute; which it does is the
         producer's plan's choice, unknown here.)"""
-        found = self._slack.get(part.id)
+        found = self._memos.slack.get(part.id)
         if found is None:
             found = 0.0
             tensor = part.inputs[0]
@@ -302,7 +298,7 @@ class PlanContext:
                     found = float(producer.block_costs(whole, RECOMPUTE).compute_cycles.min())
                     break
                 tensor = producer.inputs[0]
-            self._slack[part.id] = found
+            self._memos.slack[part.id] = found
         return found
 
     def vela_costs(
@@ -369,7 +365,7 @@ class PlanContext:
         keys = [(part.id, config.shape, out_area, area_sets) for config in configs]
         missing: dict[tuple, int] = {}
         for index, key in enumerate(keys):
-            if key not in self._area_arrays:
+            if key not in self._memos.area_arrays:
                 missing.setdefault(key, index)
         if missing:
             indices = list(missing.values())
@@ -381,7 +377,7 @@ class PlanContext:
                 area_sets,
                 list(missing),
             )
-        return [self._area_arrays[key] for key in keys]
+        return [self._memos.area_arrays[key] for key in keys]
 
     def _new_area_terms(
         self,
@@ -442,7 +438,7 @@ class PlanContext:
                     by_area[area] = self.regions[area].read_latency + ifm_bytes * factor
             ifm_block = np.stack([by_area[areas[0] or self.cascade] for areas, _ in area_sets], 1)
         for index, key in enumerate(keys):
-            self._area_arrays[key] = (
+            self._memos.area_arrays[key] = (
                 factors[index],
                 matrices,
                 choices[index],
@@ -456,7 +452,7 @@ class PlanContext:
         """Per area set: the (slot, region) 0/1 matrix sending each slot's access cycles to
         its region; and the scale-bias read latencies (None without constants)."""
         key = (out_area, area_sets)
-        found = self._region_matrices.get(key)
+        found = self._memos.region_matrices.get(key)
         if found is None:
             latencies: tuple = (None,)
             if area_sets[0][1] is not None:
@@ -467,7 +463,7 @@ class PlanContext:
                     None,
                 )
             matrices = np.stack([self._region_matrix((*a, out_area)) for a, _ in area_sets])
-            found = self._region_matrices[key] = (matrices, latencies)
+            found = self._memos.region_matrices[key] = (matrices, latencies)
         return found
 
     def tiling(self, config: StripeConfig) -> StripeConfig:
@@ -495,9 +491,9 @@ class PlanContext:
         (constants move at full bandwidth, as encoded)."""
         is_read = slot < len(part.inputs)
         key = (part.id, config.shape, slot, area)
-        found = self._per_byte.get(key)
+        found = self._memos.per_byte.get(key)
         if found is None and area is None:
-            found = self._per_byte[key] = np.zeros(len(costs.block_shapes))
+            found = self._memos.per_byte[key] = np.zeros(len(costs.block_shapes))
         if found is None:
             tensor = part.inputs[slot] if is_read else part.output
             region = self.regions[area]
@@ -514,9 +510,9 @@ class PlanContext:
                     array = None if inputs is None else inputs()
                     if array is not None:
                         burst_key = (part.id, tensor.id, area)
-                        found = self._burst.get(burst_key)
+                        found = self._memos.burst.get(burst_key)
                         if found is None:
-                            found = self._burst[burst_key] = (
+                            found = self._memos.burst[burst_key] = (
                                 vela_efficiencies(tensor, array, region, True) / bandwidth
                             )
                 else:
@@ -526,7 +522,7 @@ class PlanContext:
                         found = vela_efficiencies(tensor, array, region, False) / bandwidth
                 if found is None:
                     found = self._burst_factors(tensor, costs, area, is_read) / bandwidth
-            self._per_byte[key] = found
+            self._memos.per_byte[key] = found
         return found
 
     def _burst_factors(
@@ -536,22 +532,22 @@ class PlanContext:
         kept per block list."""
         blocks = tuple(map(itemgetter(0 if is_read else 1), costs.block_shapes))
         key = (tensor.id, blocks, area, is_read)
-        found = self._burst.get(key)
+        found = self._memos.burst.get(key)
         if found is None:
             region = self.regions[area]
             if len(set(map(len, blocks))) == 1:
                 found = vela_efficiencies(tensor, blocks, region, is_read)
             else:
                 found = np.array([vela_efficiency(tensor, b, region, is_read) for b in blocks])
-            self._burst[key] = found
+            self._memos.burst[key] = found
         return found
 
     def efficiency(self, tensor: Tensor, block_shape: tuple[int, ...], region: str) -> float:
         key = (tensor.id, block_shape, region)
-        found = self._efficiency.get(key)
+        found = self._memos.efficiency.get(key)
         if found is None:
             found = transfer_efficiency(tensor, block_shape, self.regions[region])
-            self._efficiency[key] = found
+            self._memos.efficiency[key] = found
         return found
 
 
