@@ -176,3 +176,16 @@ def in_place_input(part: Part) -> int:
         if len(producers) == 1 and not producers[0].in_line and tensor.consumers == [part]:
             return slot
     return -1
+
+
+def op_before(part: Part) -> Part | None:
+    """The op that runs just before `part` on its main input: the producer of its first
+    input, through in-line parts (reshapes and the like, which run no op); None for a graph
+    input."""
+    tensor = part.inputs[0]
+    while tensor.producers:
+        producer = tensor.producers[0]
+        if not producer.in_line:
+            return producer
+        tensor = producer.inputs[0]
+    return None

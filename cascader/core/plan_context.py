@@ -15,7 +15,7 @@ from cascader.core.floats import f32
 from cascader.core.graph import CascaderGraph
 from cascader.core.memory_region import MemoryRegion
 from cascader.core.options import CascaderOptions
-from cascader.core.part import BlockCosts, BufferMode, Part
+from cascader.core.part import BlockCosts, BufferMode, Part, op_before
 from cascader.core.stripe_config import StripeConfig, count_stripes
 from cascader.core.tensor import Tensor
 from cascader.core.tensor_config import TensorConfig, TensorConfigState, TensorConfigTable
@@ -288,16 +288,12 @@ class PlanContext:
         found = self._memos.slack.get(part.id)
         if found is None:
             found = 0.0
-            tensor = part.inputs[0]
-            while tensor.producers:
-                producer = tensor.producers[0]
-                if not producer.in_line:
-                    shape = producer.output.shape
-                    whole = StripeConfig(shape, shape, shape, tuple(range(1, len(shape) + 1)),
-                                         (1,) * len(shape), (0,) * len(shape))  # fmt: skip
-                    found = float(producer.block_costs(whole, RECOMPUTE).compute_cycles.min())
-                    break
-                tensor = producer.inputs[0]
+            producer = op_before(part)
+            if producer is not None:
+                shape = producer.output.shape
+                whole = StripeConfig(shape, shape, shape, tuple(range(1, len(shape) + 1)),
+                                     (1,) * len(shape), (0,) * len(shape))  # fmt: skip
+                found = float(producer.block_costs(whole, RECOMPUTE).compute_cycles.min())
             self._memos.slack[part.id] = found
         return found
 

@@ -35,7 +35,7 @@ from ethosu.vela.npu_performance import (
 )
 
 from cascader.core.graph import CascaderGraph
-from cascader.core.part import BufferMode, in_place_input
+from cascader.core.part import BufferMode, in_place_input, op_before
 from cascader.core.proposal import Proposal
 from cascader.core.stripe_config import StripeConfig
 from cascader.core.tensor_config import TensorConfig, TensorConfigState
@@ -1169,16 +1169,13 @@ class _Builder:
     def _producer_cycles(self, pid: int) -> float:
         """Compute cycles of the op that produces the part's first input (whole, with its
         fastest block), 0 for a graph input."""
-        tensor = self.net.graph.parts[pid].inputs[0]
-        while tensor.producers:
-            producer = tensor.producers[0]
-            if not producer.in_line:
-                op = self.net.ops[producer.id]
-                ifms = tuple(_full(t.shape) for t in _feature_inputs(op))
-                block = fastest_block(self.memory, op, _full(op.ofm.shape), ifms)
-                return _op_cycles(self.memory, op, block, op.ofm.shape[3])
-            tensor = producer.inputs[0]
-        return 0.0
+        producer = op_before(self.net.graph.parts[pid])
+        if producer is None:
+            return 0.0
+        op = self.net.ops[producer.id]
+        ifms = tuple(_full(t.shape) for t in _feature_inputs(op))
+        block = fastest_block(self.memory, op, _full(op.ofm.shape), ifms)
+        return _op_cycles(self.memory, op, block, op.ofm.shape[3])
 
     def block_of(self, pid: int) -> tuple[int, int, int]:
         """The (h, w, c) block config of every stripe of a part."""
