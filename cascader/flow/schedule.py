@@ -1151,9 +1151,8 @@ class _Builder:
             or tuple(plan.output_stripe) != tuple(op.ofm.shape)
         ):
             return plan
-        ifms = tuple(_full(t.shape) for t in _feature_inputs(op))
         areas = (self._input_area(plan, pid), self._output_area(plan, pid), self.cascade)
-        block = fastest_block(self.memory, op, _full(op.ofm.shape), ifms, areas)
+        block = whole_op_block(self.memory, op, areas)
         sizes = _buffer_bytes(self.memory, self.encoded_size, pid, block[2])
         whole = sizes(0, op.ofm.shape[3])
         slack = self._producer_cycles(pid)
@@ -1173,8 +1172,7 @@ class _Builder:
         if producer is None:
             return 0.0
         op = self.net.ops[producer.id]
-        ifms = tuple(_full(t.shape) for t in _feature_inputs(op))
-        block = fastest_block(self.memory, op, _full(op.ofm.shape), ifms)
+        block = whole_op_block(self.memory, op)
         return _op_cycles(self.memory, op, block, op.ofm.shape[3])
 
     def block_of(self, pid: int) -> tuple[int, int, int]:
@@ -1343,6 +1341,14 @@ def fastest_block(
     desc = replace(desc, ofm_shape=hwc[0], ifm_shape=hwc[1], ifm2_shape=ifm2)
     system = (memory.accelerator, memory.system_config, memory.memory_mode, memory.config_path)
     return _fastest_block(system, desc, areas)
+
+
+def whole_op_block(
+    memory: SystemMemory, op: NpuOp, areas: tuple[str, str, str] = ("sram", "sram", "sram")
+) -> tuple[int, int, int]:
+    """`fastest_block` of the op run whole, in one stripe."""
+    ifms = tuple(_full(t.shape) for t in _feature_inputs(op))
+    return fastest_block(memory, op, _full(op.ofm.shape), ifms, areas)
 
 
 @lru_cache(maxsize=64)
@@ -1653,8 +1659,7 @@ def layer_by_layer_schedule(
         )
         in_place = _reads_weights_in_place(op, memory, encoded_size, part.id, free)
         areas = (home_of(part.inputs[0].id), home_of(part.output.id), memory.roles["cascade"])
-        ifms = tuple(_full(t.shape) for t in _feature_inputs(op))
-        block = fastest_block(memory, op, _full(op.ofm.shape), ifms, areas)
+        block = whole_op_block(memory, op, areas)
         slices: tuple[int, ...] = ()
         if isinstance(op, Conv2D) and not in_place:
             sizes = _buffer_bytes(memory, encoded_size, part.id, block[2])
