@@ -442,24 +442,26 @@ class _VelaLayout:
         if self.weights < 0:
             return dma, np.zeros(self.count), np.zeros(self.count)
         ctx, weights = self.ctx, self.weights
-        extra = []
+        added, beside = [], []
         for combo in self.constant_firsts:
             chosen = [
                 choices[int(pick[combo])] for choices, pick in zip(options, self.picks, strict=True)
             ]
             home = chosen[weights][0].home_region
             if not chosen[weights][0].copy_tensor:
-                extra.append(0.0)
+                added.append(0.0)
+                beside.append(0.0)
                 continue
             total = sum(c[3][0] for c in chosen)
             first_bytes = sum(c[3][1] for c in chosen)
             full = ctx.mem2mem(home, ctx.cascade, total)
             if overlapped:
-                extra.append(-max(full - slack, 0.0))  # negative: beside the compute
+                added.append(0.0)
+                beside.append(max(full - slack, 0.0))
             else:
-                extra.append(full - min(ctx.mem2mem(home, ctx.cascade, first_bytes), slack))
-        extra_of = np.array(extra)[self.constant_of]
-        return dma, np.maximum(extra_of, 0.0), np.maximum(-extra_of, 0.0)
+                added.append(full - min(ctx.mem2mem(home, ctx.cascade, first_bytes), slack))
+                beside.append(0.0)
+        return dma, np.array(added)[self.constant_of], np.array(beside)[self.constant_of]
 
     def cycles(
         self,
