@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import itemgetter
 
@@ -24,6 +25,7 @@ BOUNDARY = TensorConfigState.BOUNDARY
 INTERIOR = TensorConfigState.INTERIOR
 RECOMPUTE = BufferMode.RECOMPUTE
 ROLLING = BufferMode.ROLLING
+_MODES = (RECOMPUTE, ROLLING)  # an INTERIOR output's configs, in the original's order
 
 
 def per_cycle(nbytes: int, bandwidth: float) -> int | float:
@@ -165,7 +167,6 @@ class PlanContext:
     options: CascaderOptions
     table: TensorConfigTable = field(default_factory=TensorConfigTable)
     _inputs: dict = field(default_factory=dict)
-    _outputs: dict = field(default_factory=dict)
     _copy: dict = field(default_factory=dict)
     _vela_copy: dict = field(default_factory=dict)
     _constant_copy: dict = field(default_factory=dict)
@@ -203,22 +204,31 @@ class PlanContext:
         self._inputs[key] = configs
         return configs
 
-    def output_configs(self, config: StripeConfig, tensor: Tensor) -> list[TensorConfig]:
+    def output_configs(
+        self,
+        config: StripeConfig,
+        tensor: Tensor,
+        joinable: Callable[[TensorConfig], bool] | None = None,
+    ) -> list[TensorConfig]:
         """BOUNDARY in each home region when stripes do not overlap, plus INTERIOR recomputed
-        or rolling in the cascade region."""
-        key = (config, tensor.id)
-        found = self._outputs.get(key)
-        if found is not None:
-            return found
-        cascade, get, stripes = self.cascade, self.table.get, (config,)
+        or rolling in the cascade region. With `joinable`, the list ends at its last config
+        worth a plan: a BOUNDARY one or an INTERIOR one `joinable` accepts (a plan holds the
+        configs before its output too). An INTERIOR config a consumer's plan waits for was
+        made by that plan's input configs, so one not in the table yet is not worth making:
+        most output stripe configs of a multi-dimensional run have none."""
+        cascade, stripes, table = self.cascade, (config,), self.table
         configs = []
         if config.non_overlapping:
             for home in self.home_map[tensor.id]:
-                configs.append(get(tensor, home, BOUNDARY, RECOMPUTE, stripes, False, home))
-        configs.append(get(tensor, cascade, INTERIOR, RECOMPUTE, stripes, False, cascade))
-        configs.append(get(tensor, cascade, INTERIOR, ROLLING, stripes, False, cascade))
-        self._outputs[key] = configs
-        return configs
+                configs.append(table.get(tensor, home, BOUNDARY, RECOMPUTE, stripes, False, home))
+        interior = [(tensor, cascade, INTERIOR, mode, stripes, False, cascade) for mode in _MODES]
+        if joinable is None:
+            return configs + [table.get(*key) for key in interior]
+        found = [table.find(*key) for key in interior]
+        worth = [i + 1 for i, c in enumerate(found) if c is not None and joinable(c)]
+        last = worth[-1] if worth else 0
+        pairs = zip(found[:last], interior[:last], strict=True)
+        return configs + [c or table.get(*key) for c, key in pairs]
 
     def copy_cycles(self, config: TensorConfig) -> tuple[int, int]:
         found = self._copy.get(config.id)

@@ -134,7 +134,7 @@ def _stripe_choices(
     part.prepare_costs(output_stripe_configs, ctx.options.cost_model)
     rows = []
     for output_stripe_config in output_stripe_configs:
-        outputs = ctx.output_configs(output_stripe_config, part.output)
+        outputs = ctx.output_configs(output_stripe_config, part.output, joinable)
         wanted = [out.state == BOUNDARY or joinable is None or joinable(out) for out in outputs]
         if any(wanted):
             rows.append((output_stripe_config, outputs, wanted))
