@@ -149,7 +149,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=_positive_int, default=1, metavar="N", help="processes")
     p.add_argument("--storage", default=None, metavar="URL", help="Optuna storage URL")
     p.add_argument("--study", default=None, metavar="NAME")
-    p.add_argument("--sampler", choices=("default", "nsga2", "tpe", "grid"), default="default")
+    p.add_argument(
+        "--sampler",
+        choices=("default", "nsga2", "tpe", "grid"),
+        default=None,
+        help="a new study's sampler (default: Optuna's); a continued study keeps its own "
+        "unless this names another, which then replaces it",
+    )
     p.add_argument(
         "--seed",
         type=_non_negative_int,

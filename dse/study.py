@@ -7,7 +7,7 @@ import json
 import os
 import warnings
 from collections.abc import Container, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -317,13 +317,17 @@ def directions(objectives: tuple[str, ...]) -> list[str]:
 
 
 def create_or_continue(
-    storage: RDBStorage, name: str, settings: StudySettings, sampler: optuna.samplers.BaseSampler
+    storage: RDBStorage, name: str, settings: StudySettings, sampler_given: bool = False
 ) -> optuna.Study:
     """Create the study, or reopen it when its fixed settings agree. A study made for another
-    model or device is refused before anything is written to it."""
+    model or device is refused before anything is written to it. A reopened study keeps its
+    sampler unless `sampler_given` (`--sampler` on the command line): then the named one
+    replaces it in the stored settings, for this run and every later one and worker. The
+    sampler objects are built from the stored settings when trials run (driver.run_trials),
+    so every process of a study samples alike."""
     existing = {s.study_name for s in optuna.get_all_study_summaries(storage)}
     if name in existing:
-        study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+        study = optuna.load_study(study_name=name, storage=storage)
         stored = load_settings(study)
         if stored.source_sha256 != settings.source_sha256:
             raise BadInput(
@@ -337,12 +341,12 @@ def create_or_continue(
                     f"study {name!r} was made with {field} {getattr(stored, field)!r}, not "
                     f"{getattr(settings, field)!r}; use another --study name"
                 )
+        if sampler_given and stored.sampler != settings.sampler:
+            changed = replace(stored, sampler=settings.sampler)
+            study.set_user_attr(SETTINGS_ATTR, changed.to_json())
         return study
     study = optuna.create_study(
-        storage=storage,
-        study_name=name,
-        sampler=sampler,
-        directions=directions(settings.objectives),
+        storage=storage, study_name=name, directions=directions(settings.objectives)
     )
     study.set_user_attr(SETTINGS_ATTR, settings.to_json())
     return study

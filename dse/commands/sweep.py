@@ -9,7 +9,7 @@ from pathlib import Path
 from dse.cache_stats import describe, study_cache_stats
 from dse.collector import collected_between_evaluations
 from dse.defaults import system_defaults
-from dse.driver import issue_trials, make_sampler, run_parallel, run_trials
+from dse.driver import issue_trials, run_parallel, run_trials
 from dse.errors import BadInput
 from dse.evaluators import make_evaluator
 from dse.front import format_front, front_rows, pareto_front
@@ -45,7 +45,7 @@ def settings_from_args(args: argparse.Namespace) -> StudySettings:
         sram_min=args.sram_min,
         sram_max=args.sram_max,
         objectives=parse_objectives(args.objectives),
-        sampler=args.sampler,
+        sampler=args.sampler or "default",
     )
 
 
@@ -65,7 +65,7 @@ def _sweep(args: argparse.Namespace) -> int:
     storage_url = args.storage or default_storage(out)
     storage = open_storage(storage_url)
     name = args.study or f"{Path(settings.source_path).stem}-{settings.accelerator}"
-    study = create_or_continue(storage, name, settings, make_sampler(args.sampler, args.seed))
+    study = create_or_continue(storage, name, settings, sampler_given=args.sampler is not None)
     issued = issue_trials(study, args.trials, by="sweep", evaluate=evaluate)
     if args.jobs == 1:
         run_trials(study, evaluate, issued, progress=not args.json, seed=args.seed)

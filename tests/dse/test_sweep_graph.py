@@ -12,6 +12,7 @@ import pytest
 from cascader.testing.shared import shared_dir
 from dse.cli import main
 from dse.driver import make_sampler
+from dse.study import SETTINGS_ATTR
 
 SHARED = shared_dir()
 GOLDEN = SHARED / "golden" if SHARED else None
@@ -191,3 +192,25 @@ def test_the_seeded_default_sampler_is_optunas_default() -> None:
     default = optuna.create_study(directions=["minimize", "minimize"]).sampler
     assert make_sampler("default") is None
     assert type(make_sampler("default", 1)) is type(default)
+
+
+@needs_golden
+def test_a_continued_study_keeps_its_sampler_unless_another_is_named(
+    kws_graph: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+
+    def run(*extra: str) -> tuple[str, list[bool]]:
+        """The stored sampler, and per trial of this run whether NSGA-II sampled it."""
+        start = len(_study(out).trials) if (out / "study.db").exists() else 0
+        assert _sweep(kws_graph, out, "--trials", "4", "--seed", "3", "--json", *extra) == 0
+        study = _study(out)
+        nsga = [any(k.startswith("NSGAII") for k in t.system_attrs) for t in study.trials]
+        return study.user_attrs[SETTINGS_ATTR]["sampler"], nsga[start:]
+
+    sampler, first = run("--sampler", "nsga2")
+    assert sampler == "nsga2" and any(first)
+    sampler, kept = run()
+    assert sampler == "nsga2" and any(kept)
+    sampler, switched = run("--sampler", "tpe")
+    assert sampler == "tpe" and not any(switched)
