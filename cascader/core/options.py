@@ -12,7 +12,11 @@ class CascaderOptions:
     """Options of one cascader run. `cascade_region` names the MemoryRegion the cascade (and
     every interior buffer) lives in; `cost_model` picks how plans are costed: "tvm" is the
     original cascader's model (bit-exact with TVM v0.18), "vela" follows Vela's performance
-    model (see cascader.core.plan_context); the other fields bound the search."""
+    model (see cascader.core.plan_context); the other fields bound the search.
+    `disable_block_culling` is the original's option, kept (with its default) so option sets
+    and exported configs carry the original's fields; as in TVM v0.18, the cascader never
+    reads it: whether block configs are culled is the device's choice (TVM's device config,
+    here `EthosuDevice.block_configs`), and the flow's graphs use the culled lists."""
 
     cascade_region: str = "SRAM"
     max_proposals: int = 64
