@@ -2,6 +2,6 @@
 
 import sys
 
-from dse.cli import main
+from dse.cli import script
 
-sys.exit(main())
+sys.exit(script())

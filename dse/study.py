@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import warnings
+import weakref
 from collections.abc import Container, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
@@ -243,6 +244,22 @@ class TicketStorage(RDBStorage):
         return trials
 
 
+# The engines of the storages this process opened. An engine lives on in reference cycles
+# after its storage is gone, its pooled connections open, until a collection frees it.
+_ENGINES: list[weakref.ref[sqlalchemy.engine.Engine]] = []
+
+
+def close_storages() -> None:
+    """Close the pooled database connections of every storage this process opened. A process
+    that skips the collector at exit (`dse.cli.script`) must: a SQLite connection left open
+    keeps the latest commits in the write-ahead log beside the study file, not in it."""
+    for ref in _ENGINES:
+        engine = ref()
+        if engine is not None:
+            engine.dispose()
+    _ENGINES.clear()
+
+
 def open_storage(url: str, heartbeat: bool = True) -> RDBStorage:
     """An RDB storage with heartbeats, so trials of a killed worker are failed and retried."""
     kwargs = {}
@@ -265,6 +282,7 @@ def open_storage(url: str, heartbeat: bool = True) -> RDBStorage:
             storage = TicketStorage(url, **kwargs)
             if url.startswith("sqlite"):
                 _write_lock_first(storage.engine)
+            _ENGINES.append(weakref.ref(storage.engine))
             return storage
     except Exception as err:  # SQLAlchemy raises many types for a bad URL or server
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__

@@ -63,8 +63,12 @@ def test_collects_every_few_evaluations_and_restores_the_collector():
         collector.after_evaluation()
         assert not alive
         assert gc.get_freeze_count() == frozen
+        made = [[n] for n in range(10_000)]
+        assert gc.get_count()[0] >= len(made)
     assert gc.isenabled() == was_enabled
     assert gc.get_freeze_count() == 0
+    # What the block made joined the old generation: no young collection has it to scan.
+    assert gc.get_count()[0] < len(made)
 
 
 def test_outside_a_block_evaluations_leave_the_collector_alone():

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import optuna
@@ -214,3 +216,19 @@ def test_a_continued_study_keeps_its_sampler_unless_another_is_named(
     assert sampler == "nsga2" and any(kept)
     sampler, switched = run("--sampler", "tpe")
     assert sampler == "tpe" and not any(switched)
+
+
+@needs_golden
+def test_the_dse_command_leaves_the_study_file_whole(kws_graph: Path, tmp_path: Path) -> None:
+    """`python -m dse` skips the collector at exit (dse.cli.script), so it closes its storage
+    itself: no write-ahead log is left beside the study, and the file alone holds the trials."""
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "dse", "sweep", "--graph", str(kws_graph), "--out", str(out)]
+    argv += ["--sram-min", "8KiB", "--sram-max", "256KiB", "--trials", "3", "--json"]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["study.db"]
+    copy = tmp_path / "copy.db"
+    shutil.copy(out / "study.db", copy)
+    (summary,) = optuna.get_all_study_summaries(f"sqlite:///{copy}")
+    assert summary.n_trials == 3
