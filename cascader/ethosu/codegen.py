@@ -455,6 +455,7 @@ class _Emitter:
         self.filled: set[int] = set()
         self.encoded: dict[tuple[str, int, int, int], list[bytes]] = {}
         self.ranges: dict[tuple[str, int, int, int, int], list[NpuAddressRange]] = {}
+        self._fixed: dict[int, tuple] = {}
 
     def area(self, region: int) -> str:
         if region == REGION_CONSTANTS:
@@ -550,18 +551,14 @@ class _Emitter:
             npu = NpuConvDepthWiseOperation() if op.kind == "depthwise_conv2d" else (
                 NpuConv2DOperation())  # fmt: skip
             if isinstance(npu, NpuConv2DOperation):
-                npu.block_traversal = (
-                    NpuBlockTraversal.PART_KERNEL_FIRST
-                    if _is_part_kernel_first(op)
-                    else NpuBlockTraversal.DEPTH_FIRST
-                )
-            npu.kernel = _kernel(op)
+                npu.block_traversal = self.fixed(stripe.part, op)[1]
+            npu.kernel = self.fixed(stripe.part, op)[0]
             npu.weights = self.core_ranges(op, stripe, "weights", stripe.weights_buffer)
             npu.biases = self.core_ranges(op, stripe, "scale_bias", stripe.bias_buffer)
             npu.ifm_upscale = _UPSCALE[op.upscale]
         elif isinstance(op, Pooling):
             npu = NpuPoolingOperation(_POOL[op.pool_type])
-            npu.kernel = _kernel(op)
+            npu.kernel = self.fixed(stripe.part, op)[0]
             npu.rounding_mode = _ROUNDING[op.rounding]
             npu.ifm_upscale = _UPSCALE[op.upscale]
         elif isinstance(op, BinaryElementwise):
@@ -584,10 +581,30 @@ class _Emitter:
         top, left, bottom, right = stripe.padding
         if not isinstance(npu, NpuElementWiseOperation):
             npu.padding = NpuPadding(top=top, left=left, bottom=bottom, right=right)
-        npu.activation = _activation(op, op.ofm, lut_index)
+        # A table lookup in another slot than the first gets its own activation.
+        npu.activation = (
+            self.fixed(stripe.part, op)[2] if lut_index == 0 else _activation(op, op.ofm, lut_index)
+        )
         npu.block_config = NpuShape3D(*stripe.block)
         npu.name = op.name
         return [*before, npu]
+
+    def fixed(self, part: int, op: NpuOp) -> tuple:
+        """What every stripe of a part shares, worked out once per schedule: (kernel, a
+        convolution's block traversal, activation with a lookup table in slot 0). Vela reads
+        these objects and never writes them, so stripes share them."""
+        found = self._fixed.get(part)
+        if found is None:
+            kernel = _kernel(op) if isinstance(op, Conv2D | Pooling) else None
+            traversal = None
+            if isinstance(op, Conv2D) and op.kind != "depthwise_conv2d":
+                traversal = (
+                    NpuBlockTraversal.PART_KERNEL_FIRST
+                    if _is_part_kernel_first(op)
+                    else NpuBlockTraversal.DEPTH_FIRST
+                )
+            found = self._fixed[part] = (kernel, traversal, _activation(op, op.ofm, 0))
+        return found
 
     def operands(self, npu: NpuElementWiseOperation, op: BinaryElementwise, stripe: Stripe) -> None:
         """IFM and IFM2 of a binary op. A constant operand becomes the IFM2 scalar register

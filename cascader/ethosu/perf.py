@@ -210,12 +210,20 @@ def _evaluate_op(op: ScheduledOp, memory: SystemMemory, prev_slack: float) -> tu
         bws[index] += nbytes
         scaled[index] += scaled_bytes if efficiency else nbytes
 
+    # Feature-map bytes per (area, direction), summed stripe after stripe as the arrays would
+    # sum them (the arrays hold nothing else there), then added to them once.
+    feature_maps: dict[tuple[str, BandwidthDirection], list] = {}
     for stripes, desc, cost in units:
         const_read = cost.const_read
         op_cycles += cost.op_cycles
         macs += cost.op_macs
         for area, direction, nbytes, scaled_bytes in cost.feature_maps:
-            move(area, TensorPurpose.FeatureMap, direction, nbytes, scaled_bytes=scaled_bytes)
+            sums = feature_maps.get((area, direction))
+            if sums is None:
+                feature_maps[area, direction] = [nbytes, scaled_bytes]
+            else:
+                sums[0] += nbytes
+                sums[1] += scaled_bytes
         weight_bytes = sum(r.length for stripe in stripes for r in stripe.weights)
         bias_bytes = sum(r.length for stripe in stripes for r in stripe.biases)
         if const_read[0] > 0 and weight_bytes:
@@ -240,6 +248,8 @@ def _evaluate_op(op: ScheduledOp, memory: SystemMemory, prev_slack: float) -> tu
                 move(op.const_area, TensorPurpose.FSBias, BandwidthDirection.Read, bias_bytes,
                      efficiency=False)  # fmt: skip
 
+    for (area, direction), (nbytes, scaled_bytes) in feature_maps.items():
+        move(area, TensorPurpose.FeatureMap, direction, nbytes, scaled_bytes=scaled_bytes)
     npu_cycles, slack = _weight_copy_cycles(op, arch, bws, op_cycles, stripe_cycles, prev_slack)
     npu_cycles += _lut_copy_cycles(op, arch, bws, 0.0 if copied else prev_slack)
     cycles = make_cycles_array()
