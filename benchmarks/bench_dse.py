@@ -4,8 +4,9 @@ Run: pytest benchmarks/bench_dse.py --benchmark-only -s
 DSE_BENCH_TRIALS sets the trial count (default 100), DSE_BENCH_SEED seeds the sampler (`dse
 sweep --seed`; default unseeded, as a user's sweep is). The sweep runs in this process, scored
 with the flow's Vela-model estimate; one Vela 5.2 compile (its default core, default
-settings) of the same model is timed in the same run, and the extra info holds seconds per
-trial, the cache hit rates, their ratio and the mean seconds of each kind of trial.
+settings) of the same model, the first in the process, is timed in the same run, and the
+extra info holds seconds per trial, the cache hit rates, their ratio and the mean seconds of
+each kind of trial.
 """
 
 from __future__ import annotations
