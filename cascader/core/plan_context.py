@@ -224,7 +224,7 @@ class PlanContext:
         interior = [(tensor, cascade, INTERIOR, mode, stripes, False, cascade) for mode in _MODES]
         if joinable is None:
             return configs + [table.get(*key) for key in interior]
-        found = [table.find(*key) for key in interior]
+        found = [table.find(key) for key in interior]
         worth = [i + 1 for i, c in enumerate(found) if c is not None and joinable(c)]
         last = worth[-1] if worth else 0
         pairs = zip(found[:last], interior[:last], strict=True)

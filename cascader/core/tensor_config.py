@@ -112,19 +112,11 @@ class TensorConfigTable:
     def __len__(self) -> int:
         return len(self._by_key)
 
-    def find(
-        self,
-        tensor: Tensor,
-        home_region: str,
-        state: TensorConfigState,
-        buffer_mode: BufferMode,
-        stripe_configs: tuple[StripeConfig, ...],
-        copy_tensor: bool,
-        copy_region: str,
-    ) -> TensorConfig | None:
-        """The config of that value if one was made, without making one."""
-        key = (tensor.id, home_region, state, buffer_mode, stripe_configs, copy_tensor, copy_region)
-        return self._by_key.get(key)
+    def find(self, value: tuple) -> TensorConfig | None:
+        """The config of `value` (`get`'s arguments, in order) if one was made, without making
+        one."""
+        tensor, *rest = value
+        return self._by_key.get((tensor.id, *rest))
 
     def get(
         self,

@@ -550,9 +550,10 @@ class _Emitter:
         if isinstance(op, Conv2D):
             npu = NpuConvDepthWiseOperation() if op.kind == "depthwise_conv2d" else (
                 NpuConv2DOperation())  # fmt: skip
+            kernel, traversal, _ = self.fixed(stripe.part, op)
             if isinstance(npu, NpuConv2DOperation):
-                npu.block_traversal = self.fixed(stripe.part, op)[1]
-            npu.kernel = self.fixed(stripe.part, op)[0]
+                npu.block_traversal = traversal
+            npu.kernel = kernel
             npu.weights = self.core_ranges(op, stripe, "weights", stripe.weights_buffer)
             npu.biases = self.core_ranges(op, stripe, "scale_bias", stripe.bias_buffer)
             npu.ifm_upscale = _UPSCALE[op.upscale]
