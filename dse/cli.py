@@ -144,8 +144,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", metavar="M.tflite", help="int8 TFLite model")
     p.add_argument("--graph", metavar="G.json", help="a cascader graph (cascader cost only)")
     _add_device_options(p, "--config")
-    p.add_argument("--sram-min", type=_size, default=parse_size("32KiB"), metavar="SIZE")
-    p.add_argument("--sram-max", type=_size, default=parse_size("4MiB"), metavar="SIZE")
+    for flag, default in (("--sram-min", "32KiB"), ("--sram-max", "4MiB")):
+        p.add_argument(
+            flag,
+            type=_size,
+            default=None,
+            metavar="SIZE",
+            help=f"pool range of a new study (default {default}); a continued study keeps its own",
+        )
     p.add_argument("--trials", type=_positive_int, default=50, metavar="N")
     p.add_argument("--jobs", type=_positive_int, default=1, metavar="N", help="processes")
     p.add_argument("--storage", default=None, metavar="URL", help="Optuna storage URL")

@@ -7,7 +7,7 @@ import json
 import os
 import warnings
 import weakref
-from collections.abc import Container, Sequence
+from collections.abc import Collection, Container, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +22,7 @@ from optuna.storages._rdb.storage import _create_scoped_session
 from optuna.trial import FrozenTrial, TrialState
 
 from dse.errors import BadInput
+from dse.sizes import format_size
 
 SETTINGS_ATTR = "dse.settings"
 # A worker beats every HEARTBEAT_SECONDS; a running trial silent for GRACE_SECONDS is failed and
@@ -315,6 +316,24 @@ def _write_lock_first(engine: sqlalchemy.engine.Engine) -> None:
     engine.dispose()
 
 
+def _refuse_other_range(
+    name: str, stored: StudySettings, settings: StudySettings, given: Collection[str]
+) -> None:
+    """A continued study explores the pool range and vela.ini it was made with."""
+    for field, flag in (("sram_min", "--sram-min"), ("sram_max", "--sram-max")):
+        if field in given and getattr(stored, field) != getattr(settings, field):
+            raise BadInput(
+                f"study {name!r} explores pools of {format_size(stored.sram_min)} to "
+                f"{format_size(stored.sram_max)}; drop {flag} to continue it, or use another "
+                "--study name"
+            )
+    if "vela_config" in given and stored.vela_config != settings.vela_config:
+        raise BadInput(
+            f"study {name!r} was made with vela.ini {stored.vela_config or '(Vela default)'}; "
+            "drop --config to continue it, or use another --study name"
+        )
+
+
 def load_settings(study: optuna.Study) -> StudySettings:
     data = study.user_attrs.get(SETTINGS_ATTR)
     if data is None:
@@ -335,14 +354,16 @@ def directions(objectives: tuple[str, ...]) -> list[str]:
 
 
 def create_or_continue(
-    storage: RDBStorage, name: str, settings: StudySettings, sampler_given: bool = False
+    storage: RDBStorage, name: str, settings: StudySettings, given: Collection[str] = ()
 ) -> optuna.Study:
     """Create the study, or reopen it when its fixed settings agree. A study made for another
     model or device is refused before anything is written to it. A reopened study keeps its
-    sampler unless `sampler_given` (`--sampler` on the command line): then the named one
-    replaces it in the stored settings, for this run and every later one and worker. The
-    sampler objects are built from the stored settings when trials run (driver.run_trials),
-    so every process of a study samples alike."""
+    pool range, vela.ini and sampler, whatever the defaults of the command line; `given`
+    names the settings the command line set itself. A range or vela.ini given that differs
+    from the study's is refused; a sampler given replaces the study's in the stored
+    settings, for this run and every later one and worker. The sampler objects are built
+    from the stored settings when trials run (driver.run_trials), so every process of a
+    study samples alike."""
     existing = {s.study_name for s in optuna.get_all_study_summaries(storage)}
     if name in existing:
         study = optuna.load_study(study_name=name, storage=storage)
@@ -359,7 +380,8 @@ def create_or_continue(
                     f"study {name!r} was made with {field} {getattr(stored, field)!r}, not "
                     f"{getattr(settings, field)!r}; use another --study name"
                 )
-        if sampler_given and stored.sampler != settings.sampler:
+        _refuse_other_range(name, stored, settings, given)
+        if "sampler" in given and stored.sampler != settings.sampler:
             changed = replace(stored, sampler=settings.sampler)
             study.set_user_attr(SETTINGS_ATTR, changed.to_json())
         return study

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from dse.cache_stats import describe, study_cache_stats
 from dse.collector import collected_between_evaluations
-from dse.defaults import system_defaults
+from dse.defaults import SRAM_MAX, SRAM_MIN, system_defaults
 from dse.driver import issue_trials, run_parallel, run_trials
 from dse.errors import BadInput
 from dse.evaluators import make_evaluator
@@ -19,6 +20,7 @@ from dse.study import (
     create_or_continue,
     default_storage,
     file_sha256,
+    load_settings,
     open_storage,
     parse_objectives,
 )
@@ -42,8 +44,8 @@ def settings_from_args(args: argparse.Namespace) -> StudySettings:
         system_config=system_config,
         memory_mode=memory_mode,
         vela_config=str(Path(args.vela_config).resolve()) if args.vela_config else None,
-        sram_min=args.sram_min,
-        sram_max=args.sram_max,
+        sram_min=SRAM_MIN if args.sram_min is None else args.sram_min,
+        sram_max=SRAM_MAX if args.sram_max is None else args.sram_max,
         objectives=parse_objectives(args.objectives),
         sampler=args.sampler or "default",
     )
@@ -65,7 +67,16 @@ def _sweep(args: argparse.Namespace) -> int:
     storage_url = args.storage or default_storage(out)
     storage = open_storage(storage_url)
     name = args.study or f"{Path(settings.source_path).stem}-{settings.accelerator}"
-    study = create_or_continue(storage, name, settings, sampler_given=args.sampler is not None)
+    given = {"sampler": args.sampler, "sram_min": args.sram_min, "sram_max": args.sram_max}
+    given["vela_config"] = args.vela_config
+    study = create_or_continue(
+        storage, name, settings, {k for k, v in given.items() if v is not None}
+    )
+    # A continued study keeps its range and vela.ini (the model may be at another path).
+    stored = load_settings(study)
+    kept = {field: getattr(stored, field) for field in ("sram_min", "sram_max", "vela_config")}
+    if replace(settings, **kept) != settings:
+        evaluate = make_evaluator(replace(settings, **kept))
     issued = issue_trials(study, args.trials, by="sweep", evaluate=evaluate)
     if args.jobs == 1:
         run_trials(study, evaluate, issued, progress=not args.json, seed=args.seed)

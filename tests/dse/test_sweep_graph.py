@@ -111,6 +111,25 @@ def test_study_of_another_graph_is_refused_and_kept(
     assert len(_study(out).trials) == 3
 
 
+@needs_golden
+def test_a_continued_study_keeps_its_pool_range(
+    kws_graph: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without range flags, a continued study samples its own range, not the defaults; a
+    different range given is refused in one line, and the study is left as it was."""
+    out = tmp_path / "out"
+    assert _sweep(kws_graph, out, "--trials", "4", "--json") == 0
+    argv = ["sweep", "--graph", str(kws_graph), "--out", str(out), "--trials", "4", "--json"]
+    assert main(argv) == 0
+    pools = [t.user_attrs["config"]["sram_pool_bytes"] for t in _study(out).trials]
+    assert len(pools) == 8 and all(8 * 1024 <= p <= 256 * 1024 for p in pools)
+    capsys.readouterr()
+    assert main([*argv, "--sram-max", "1MiB"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "explores pools of 8.0 KiB to 256.0 KiB" in err[0], err
+    assert len(_study(out).trials) == 8
+
+
 def test_sram_min_above_max_is_bad_input(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from cascader.flow import pipeline
 from dse.cli import main
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
@@ -60,3 +61,14 @@ def test_bad_model_files_are_one_line_and_leave_no_study(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
     assert not (tmp_path / "o" / "study.db").exists()
+
+
+def test_a_continued_study_generates_proposals_for_its_own_range(tmp_path: Path) -> None:
+    """Continued without range flags, a study's proposals are generated for its own largest
+    pool, as its first run's and its workers' are, not for the command line's default."""
+    base = ["sweep", "--model", str(EXAMPLE), "--out", str(tmp_path), "--trials", "6", "--json"]
+    assert main([*base, "--sram-min", "64KiB", "--sram-max", "256KiB"]) == 0
+    pipeline._CASCADES.clear()
+    assert main(base) == 0
+    assert pipeline._CASCADES, "the continued run ran the cascader"
+    assert {key[-1] for key in pipeline._CASCADES} == {256 * 1024}
