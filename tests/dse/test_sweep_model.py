@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from cascader.ethosu.vela_arch import DEFAULT_VELA_INI
 from cascader.flow import pipeline
 from dse.cli import main
 
@@ -72,3 +73,19 @@ def test_a_continued_study_generates_proposals_for_its_own_range(tmp_path: Path)
     assert main(base) == 0
     assert pipeline._CASCADES, "the continued run ran the cascader"
     assert {key[-1] for key in pipeline._CASCADES} == {256 * 1024}
+
+
+def test_a_continued_study_refuses_another_vela_ini(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["sweep", "--model", str(EXAMPLE), "--out", str(tmp_path / "out"), "--trials", "2"]
+    base += ["--sram-min", "128KiB", "--sram-max", "512KiB", "--json"]
+    assert main(base) == 0
+    ini = tmp_path / "vela.ini"
+    ini.write_text(DEFAULT_VELA_INI.read_text())
+    capsys.readouterr()
+    assert main([*base, "--config", str(ini)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "drop --config to continue it" in err[0], err
+    assert main(base) == 0  # the study was left whole
+    assert json.loads(capsys.readouterr().out)["trials"] == 4
