@@ -185,6 +185,28 @@ class TicketStorage(RDBStorage):
         self._forget(trial_id)
         super().set_trial_intermediate_value(trial_id, step, value)
 
+    def get_trial(self, trial_id: int) -> FrozenTrial:
+        """The trial this process runs comes from its copy once read (see `__init__`):
+        Optuna reads it whole for its constraints and again to tell it, each a query. The
+        caller gets its own dicts, as from a read: Optuna's `Trial` writes into its copy."""
+        found = self._copy_of(trial_id)
+        if found is None or found.state != TrialState.RUNNING:
+            return super().get_trial(trial_id)
+        return FrozenTrial(
+            number=found.number,
+            state=found.state,
+            value=None,
+            values=None if found.values is None else list(found.values),
+            datetime_start=found.datetime_start,
+            datetime_complete=found.datetime_complete,
+            params=dict(found.params),
+            distributions=dict(found.distributions),
+            user_attrs=dict(found.user_attrs),
+            system_attrs=dict(found.system_attrs),
+            intermediate_values=dict(found.intermediate_values),
+            trial_id=found._trial_id,
+        )
+
     def _copy_of(self, trial_id: int) -> FrozenTrial | None:
         for known in self._known.values():
             found = known.get(trial_id)

@@ -58,6 +58,7 @@ def test_a_claimed_trial_read_from_memory_shows_every_write(tmp_path: Path) -> N
     )
     issue(study, 2, None, "test")
     trial = study.ask()
+    reader = open_storage(url, heartbeat=False)
     seen = []
     for name in ("a", "b"):
         trial.suggest_int(name, 0, 10)
@@ -67,6 +68,11 @@ def test_a_claimed_trial_read_from_memory_shows_every_write(tmp_path: Path) -> N
         running = study.get_trials(deepcopy=False)[trial.number]
         assert running is study.get_trials(deepcopy=False)[trial.number]  # unchanged: kept
         seen.append((dict(running.params), dict(running.user_attrs)))
+        # Read whole, from memory, it is what the database holds, and the caller's own.
+        read = study._storage.get_trial(trial._trial_id)
+        assert read == reader.get_trial(trial._trial_id)
+        read.params["x"] = 1
+        assert "x" not in study._storage.get_trial(trial._trial_id).params
     assert seen[1][0].keys() == {"a", "a_kind", "b", "b_kind"}
     assert seen[1][1] == {"a": {"tuple": [1, 2.5]}, "b": {"tuple": [1, 2.5]}}
     fresh = optuna.load_study(study_name="s", storage=open_storage(url, heartbeat=False))
