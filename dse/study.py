@@ -338,6 +338,19 @@ def _write_lock_first(engine: sqlalchemy.engine.Engine) -> None:
     engine.dispose()
 
 
+# The settings a continued study must be given as it was made, and their flags.
+_FIXED_FLAGS = {
+    "accelerator": "--accelerator-config",
+    "system_config": "--system-config",
+    "memory_mode": "--memory-mode",
+    "objectives": "--objectives",
+}
+
+
+def _flag_value(value: str | tuple[str, ...]) -> str:
+    return ",".join(value) if isinstance(value, tuple) else value
+
+
 def _refuse_other_range(
     name: str, stored: StudySettings, settings: StudySettings, given: Collection[str]
 ) -> None:
@@ -396,11 +409,13 @@ def create_or_continue(
                 f"{stored.source_sha256[:12]}...), not for {settings.source_path}; use another "
                 "--study name or --out directory"
             )
-        for field in ("accelerator", "system_config", "memory_mode", "objectives"):
+        for field, flag in _FIXED_FLAGS.items():
             if getattr(stored, field) != getattr(settings, field):
+                value = _flag_value(getattr(stored, field))
                 raise BadInput(
-                    f"study {name!r} was made with {field} {getattr(stored, field)!r}, not "
-                    f"{getattr(settings, field)!r}; use another --study name"
+                    f"study {name!r} was made with {flag} {value}, not "
+                    f"{_flag_value(getattr(settings, field))}; pass {flag} {value} to continue "
+                    "it, or use another --study name"
                 )
         _refuse_other_range(name, stored, settings, given)
         if "sampler" in given and stored.sampler != settings.sampler:

@@ -130,6 +130,20 @@ def test_a_continued_study_keeps_its_pool_range(
     assert len(_study(out).trials) == 8
 
 
+@needs_golden
+def test_a_study_continued_with_other_objectives_names_the_flag_that_continues_it(
+    kws_graph: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert _sweep(kws_graph, out, "--trials", "2", "--study", "s", "--json") == 0
+    capsys.readouterr()
+    assert _sweep(kws_graph, out, "--trials", "2", "--study", "s", "--objectives",
+                  "cycles,sram,offchip") == 2  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pass --objectives cycles,sram to continue it" in err[0], err
+    assert len(_study(out).trials) == 2
+
+
 def test_sram_min_above_max_is_bad_input(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
