@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import os
 import sys
@@ -13,6 +12,7 @@ from cascader.core.errors import GraphFormatError
 from cascader.core.options import COST_MODELS
 from cascader.ethosu.errors import DeviceConfigError
 from cascader.flow.errors import ModelError
+from dse.collector import before_exit
 from dse.defaults import (
     DEFAULT_ACCELERATOR,
     U55_MEMORY_MODE,
@@ -282,15 +282,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def script() -> int:
-    """The `dse` command: `main`, then a quick way out. The process ends right after, so its
-    heap (a GB after a MobileNetV2 sweep) is frozen instead of scanned by the collector as
-    the interpreter exits, which took 3-4 s; the storages are closed first (see
-    `dse.study.close_storages`)."""
+    """The `dse` command: `main`, then a quick way out (`dse.collector.before_exit`)."""
     code = main()
-    study = sys.modules.get("dse.study")  # imported only by the commands that open one
-    if study is not None:
-        study.close_storages()
-    gc.freeze()
+    before_exit()
     return code
 
 

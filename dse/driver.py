@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import multiprocessing
 import time
 from collections.abc import Callable
@@ -13,11 +12,11 @@ from optuna.trial import TrialState
 from tqdm import tqdm
 
 from dse.cache_stats import record
-from dse.collector import after_evaluation
+from dse.collector import after_evaluation, before_exit
 from dse.objective import Evaluator, make_objective
 from dse.refine import with_front_steps
 from dse.space import SRAM_ALIGN, SearchSpace
-from dse.study import StudySettings, close_storages, load_settings, open_storage
+from dse.study import StudySettings, load_settings, open_storage
 from dse.tickets import completed_trials, issue, run_issued
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -109,13 +108,11 @@ def run_trials(
 def _worker_main(
     storage_url: str, study_name: str, make_evaluator: Callable, seed: int | None
 ) -> None:
-    """A `--jobs` process: it ends when its trials do, so, as `dse.cli.script` does, it
-    closes its storage and freezes its heap rather than have the collector scan it at exit
-    while the sweep waits."""
+    """A `--jobs` process: it ends when its trials do, and the sweep waits for it, so it
+    leaves as the `dse` script does (`dse.collector.before_exit`)."""
     study = optuna.load_study(study_name=study_name, storage=open_storage(storage_url))
     run_trials(study, make_evaluator(load_settings(study)), 0, progress=False, seed=seed)
-    close_storages()
-    gc.freeze()
+    before_exit()
 
 
 def run_parallel(

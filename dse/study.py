@@ -274,8 +274,8 @@ _ENGINES: list[weakref.ref[sqlalchemy.engine.Engine]] = []
 
 def close_storages() -> None:
     """Close the pooled database connections of every storage this process opened. A process
-    that skips the collector at exit (`dse.cli.script`) must: a SQLite connection left open
-    keeps the latest commits in the write-ahead log beside the study file, not in it."""
+    that skips the collector at exit (`dse.collector.before_exit`) must: a SQLite connection
+    left open keeps the latest commits in the write-ahead log beside the study file."""
     for ref in _ENGINES:
         engine = ref()
         if engine is not None:
