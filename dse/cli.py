@@ -15,6 +15,7 @@ from cascader.flow.errors import ModelError
 from dse.collector import before_exit
 from dse.defaults import (
     DEFAULT_ACCELERATOR,
+    DEFAULT_OBJECTIVES,
     U55_MEMORY_MODE,
     U55_SYSTEM_CONFIG,
     U65_MEMORY_MODE,
@@ -65,32 +66,37 @@ def _add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
 
-def _add_device_options(p: argparse.ArgumentParser, vela_ini_flag: str) -> None:
+def _add_device_options(p: argparse.ArgumentParser, vela_ini_flag: str, kept: str = "") -> None:
+    """The device flags; `kept` ends each help text of a command whose continued study keeps
+    its own device (the accelerator's default is then filled in by the command)."""
     g = p.add_argument_group("device (names as in Vela)")
     g.add_argument(
         "--accelerator-config",
-        default=DEFAULT_ACCELERATOR,
+        default=None if kept else DEFAULT_ACCELERATOR,
         metavar="NAME",
-        help=f"Ethos-U variant, e.g. ethos-u55-128, ethos-u65-256 (default {DEFAULT_ACCELERATOR})",
+        help="Ethos-U variant, e.g. ethos-u55-128, ethos-u65-256 "
+        f"(default {DEFAULT_ACCELERATOR}){kept}",
     )
     g.add_argument(
         "--system-config",
         default=None,
         metavar="NAME",
-        help=f"vela.ini system config (default {U55_SYSTEM_CONFIG}, {U65_SYSTEM_CONFIG} for U65)",
+        help=f"vela.ini system config (default {U55_SYSTEM_CONFIG}, {U65_SYSTEM_CONFIG} for "
+        f"U65){kept}",
     )
     g.add_argument(
         "--memory-mode",
         default=None,
         metavar="NAME",
-        help=f"vela.ini memory mode (default {U55_MEMORY_MODE}, {U65_MEMORY_MODE} for U65)",
+        help=f"vela.ini memory mode (default {U55_MEMORY_MODE}, {U65_MEMORY_MODE} for U65){kept}",
     )
     g.add_argument(
         vela_ini_flag,
         dest="vela_config",
         default=None,
         metavar="VELA_INI",
-        help="a vela.ini with more system configs / memory modes (default: the one Vela ships)",
+        help=f"a vela.ini with more system configs / memory modes (default: the one Vela "
+        f"ships){kept}",
     )
 
 
@@ -143,15 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sweep", help="explore SRAM sizes and cascader options; show the front")
     p.add_argument("--model", metavar="M.tflite", help="int8 TFLite model")
     p.add_argument("--graph", metavar="G.json", help="a cascader graph (cascader cost only)")
-    _add_device_options(p, "--config")
+    kept = "; a continued study keeps its own"
+    _add_device_options(p, "--config", kept)
     for flag, default in (("--sram-min", "32KiB"), ("--sram-max", "4MiB")):
-        p.add_argument(
-            flag,
-            type=_size,
-            default=None,
-            metavar="SIZE",
-            help=f"pool range of a new study (default {default}); a continued study keeps its own",
-        )
+        help_text = f"pool range (default {default}){kept}"
+        p.add_argument(flag, type=_size, default=None, metavar="SIZE", help=help_text)
     p.add_argument("--trials", type=_positive_int, default=50, metavar="N")
     p.add_argument("--jobs", type=_positive_int, default=1, metavar="N", help="processes")
     p.add_argument("--storage", default=None, metavar="URL", help="Optuna storage URL")
@@ -171,7 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="seed the sampler: the same seed, study and trials give the same trials "
         "(in one process; with --jobs, process k draws from seed N+k)",
     )
-    p.add_argument("--objectives", default="cycles,sram", metavar="LIST")
+    p.add_argument(
+        "--objectives",
+        default=None,
+        metavar="LIST",
+        help=f"cycles,sram or cycles,sram,offchip (default {DEFAULT_OBJECTIVES}){kept}",
+    )
     p.add_argument("--baseline", choices=("vela",), default=None)
     p.add_argument("--out", default="dse-out", metavar="DIR")
     _add_json(p)

@@ -7,6 +7,7 @@ U55_SYSTEM_CONFIG = "Ethos_U55_High_End_Embedded"
 U55_MEMORY_MODE = "Shared_Sram"
 U65_SYSTEM_CONFIG = "Ethos_U65_High_End"
 U65_MEMORY_MODE = "Dedicated_Sram"
+DEFAULT_OBJECTIVES = "cycles,sram"
 SRAM_MIN = 32 * 1024  # a new study's pool range, bytes
 SRAM_MAX = 4 * 1024 * 1024
 

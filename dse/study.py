@@ -315,6 +315,19 @@ def open_storage(url: str, heartbeat: bool = True) -> RDBStorage:
         ) from None
 
 
+def open_if_present(url: str) -> RDBStorage | None:
+    """The storage at `url`, or None when it is a SQLite file not made yet: looking for a
+    study there must not leave an empty database behind a command refused later."""
+    if url.startswith("sqlite"):
+        try:
+            path = sqlalchemy.engine.make_url(url).database
+        except sqlalchemy.exc.ArgumentError:  # open_storage says what is wrong with it
+            return None
+        if not path or path == ":memory:" or not Path(path).is_file():
+            return None
+    return open_storage(url)
+
+
 def _write_lock_first(engine: sqlalchemy.engine.Engine) -> None:
     """Every SQLite transaction of ours takes the write lock when it begins (BEGIN
     IMMEDIATE): a transaction that reads, then writes while another process writes, gets
@@ -338,42 +351,71 @@ def _write_lock_first(engine: sqlalchemy.engine.Engine) -> None:
     engine.dispose()
 
 
-# The settings a continued study must be given as it was made, and their flags.
-_FIXED_FLAGS = {
+# The settings a continued study keeps, and the flags that set them for a new one.
+_KEPT_FLAGS = {
     "accelerator": "--accelerator-config",
     "system_config": "--system-config",
     "memory_mode": "--memory-mode",
+    "vela_config": "--config",
+    "sram_min": "--sram-min",
+    "sram_max": "--sram-max",
     "objectives": "--objectives",
 }
 
 
-def _flag_value(value: str | tuple[str, ...]) -> str:
-    return ",".join(value) if isinstance(value, tuple) else value
+def _flag_value(field: str, value: Any) -> str:
+    if field in ("sram_min", "sram_max"):
+        return format_size(value)
+    if field == "objectives":
+        return ",".join(value)
+    return value or "(Vela's own)"
 
 
-def _refuse_other_range(
+def continued_settings(
     name: str, stored: StudySettings, settings: StudySettings, given: Collection[str]
-) -> None:
-    """A continued study explores the pool range and vela.ini it was made with."""
-    for field, flag in (("sram_min", "--sram-min"), ("sram_max", "--sram-max")):
-        if field in given and getattr(stored, field) != getattr(settings, field):
+) -> StudySettings:
+    """The settings study `name` runs with when continued: its own device, vela.ini, pool
+    range and objectives, whatever the command line's defaults; the model where the command
+    line found it; the sampler the command line names, else its own. `given` names the
+    settings the command line set itself. A study of another model, or a kept setting given
+    another value, is refused: it would change the space the sampler has learnt from, and the
+    device and proposals earlier trials were scored with."""
+    if stored.source_sha256 != settings.source_sha256:
+        raise BadInput(
+            f"study {name!r} was made for {stored.source_path} (sha256 "
+            f"{stored.source_sha256[:12]}...), not for {settings.source_path}; use another "
+            "--study name or --out directory"
+        )
+    for field, flag in _KEPT_FLAGS.items():
+        theirs, ours = getattr(stored, field), getattr(settings, field)
+        if field in given and theirs != ours:
             raise BadInput(
-                f"study {name!r} explores pools of {format_size(stored.sram_min)} to "
-                f"{format_size(stored.sram_max)}; drop {flag} to continue it, or use another "
+                f"study {name!r} was made with {flag} {_flag_value(field, theirs)}, not "
+                f"{_flag_value(field, ours)}; drop {flag} to continue it, or use another "
                 "--study name"
             )
-    if "vela_config" in given and stored.vela_config != settings.vela_config:
-        raise BadInput(
-            f"study {name!r} was made with vela.ini {stored.vela_config or '(Vela default)'}; "
-            "drop --config to continue it, or use another --study name"
-        )
+    sampler = settings.sampler if "sampler" in given else stored.sampler
+    return replace(stored, source_path=settings.source_path, sampler=sampler)
+
+
+def _settings_in(name: str, attrs: dict[str, Any]) -> StudySettings:
+    data = attrs.get(SETTINGS_ATTR)
+    if data is None:
+        raise BadInput(f"study {name!r} was not made by `dse sweep`; name a dse study")
+    return StudySettings.from_json(data)
+
+
+def stored_settings(storage: RDBStorage, name: str) -> StudySettings | None:
+    """The fixed settings of study `name`, or None when the storage holds no such study."""
+    try:
+        study_id = storage.get_study_id_from_name(name)
+    except KeyError:
+        return None
+    return _settings_in(name, storage.get_study_user_attrs(study_id))
 
 
 def load_settings(study: optuna.Study) -> StudySettings:
-    data = study.user_attrs.get(SETTINGS_ATTR)
-    if data is None:
-        raise BadInput(f"study {study.study_name!r} was not made by `dse sweep`; name a dse study")
-    return StudySettings.from_json(data)
+    return _settings_in(study.study_name, study.user_attrs)
 
 
 def load_study(storage: RDBStorage, name: str) -> optuna.Study:
@@ -388,39 +430,17 @@ def directions(objectives: tuple[str, ...]) -> list[str]:
     return ["minimize"] * len(objectives)
 
 
-def create_or_continue(
-    storage: RDBStorage, name: str, settings: StudySettings, given: Collection[str] = ()
-) -> optuna.Study:
-    """Create the study, or reopen it when its fixed settings agree. A study made for another
-    model or device is refused before anything is written to it. A reopened study keeps its
-    pool range, vela.ini and sampler, whatever the defaults of the command line; `given`
-    names the settings the command line set itself. A range or vela.ini given that differs
-    from the study's is refused; a sampler given replaces the study's in the stored
-    settings, for this run and every later one and worker. The sampler objects are built
-    from the stored settings when trials run (driver.run_trials), so every process of a
-    study samples alike."""
-    existing = {s.study_name for s in optuna.get_all_study_summaries(storage)}
-    if name in existing:
+def create_or_continue(storage: RDBStorage, name: str, settings: StudySettings) -> optuna.Study:
+    """Create the study with `settings`, or reopen it. For a study that exists, `settings` are
+    what `continued_settings` made of its own; the sampler it names replaces the stored one,
+    for this run and every later one and worker. The sampler objects are built from the
+    stored settings when trials run (driver.run_trials), so every process of a study samples
+    alike."""
+    stored = stored_settings(storage, name)
+    if stored is not None:
         study = optuna.load_study(study_name=name, storage=storage)
-        stored = load_settings(study)
-        if stored.source_sha256 != settings.source_sha256:
-            raise BadInput(
-                f"study {name!r} was made for {stored.source_path} (sha256 "
-                f"{stored.source_sha256[:12]}...), not for {settings.source_path}; use another "
-                "--study name or --out directory"
-            )
-        for field, flag in _FIXED_FLAGS.items():
-            if getattr(stored, field) != getattr(settings, field):
-                value = _flag_value(getattr(stored, field))
-                raise BadInput(
-                    f"study {name!r} was made with {flag} {value}, not "
-                    f"{_flag_value(getattr(settings, field))}; pass {flag} {value} to continue "
-                    "it, or use another --study name"
-                )
-        _refuse_other_range(name, stored, settings, given)
-        if "sampler" in given and stored.sampler != settings.sampler:
-            changed = replace(stored, sampler=settings.sampler)
-            study.set_user_attr(SETTINGS_ATTR, changed.to_json())
+        if stored.sampler != settings.sampler:
+            study.set_user_attr(SETTINGS_ATTR, replace(stored, sampler=settings.sampler).to_json())
         return study
     study = optuna.create_study(
         storage=storage, study_name=name, directions=directions(settings.objectives)

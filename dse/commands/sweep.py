@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 from pathlib import Path
 
 from dse.cache_stats import describe, study_cache_stats
 from dse.collector import collected_between_evaluations
-from dse.defaults import SRAM_MAX, SRAM_MIN, system_defaults
+from dse.defaults import (
+    DEFAULT_ACCELERATOR,
+    DEFAULT_OBJECTIVES,
+    SRAM_MAX,
+    SRAM_MIN,
+    system_defaults,
+)
 from dse.driver import issue_trials, run_parallel, run_trials
 from dse.errors import BadInput
 from dse.evaluators import make_evaluator
@@ -17,36 +22,51 @@ from dse.front import format_front, front_rows, pareto_front
 from dse.space import SearchSpace
 from dse.study import (
     StudySettings,
+    continued_settings,
     create_or_continue,
     default_storage,
     file_sha256,
-    load_settings,
+    open_if_present,
     open_storage,
     parse_objectives,
+    stored_settings,
 )
 from dse.tickets import completed_trials
 from dse.vela_points import baseline_budgets, format_vela, run_baseline, vela_points
 
+# The argparse names of the settings a continued study takes from the command line only when
+# given there (dse.study.continued_settings).
+_GIVEN = {
+    "accelerator": "accelerator_config",
+    "system_config": "system_config",
+    "memory_mode": "memory_mode",
+    "vela_config": "vela_config",
+    "sram_min": "sram_min",
+    "sram_max": "sram_max",
+    "objectives": "objectives",
+    "sampler": "sampler",
+}
+
 
 def settings_from_args(args: argparse.Namespace) -> StudySettings:
+    """The settings of a new study, the defaults filling what the command line leaves out."""
     kind, given = ("graph", args.graph) if args.graph else ("model", args.model)
     path = Path(given)
     if not path.is_file():
         raise BadInput(f"{kind} file {given} not found; check the path")
-    system_config, memory_mode = system_defaults(
-        args.accelerator_config, args.system_config, args.memory_mode
-    )
+    accelerator = args.accelerator_config or DEFAULT_ACCELERATOR
+    system_config, memory_mode = system_defaults(accelerator, args.system_config, args.memory_mode)
     return StudySettings(
         source_kind=kind,
         source_path=str(path.resolve()),
         source_sha256=file_sha256(path),
-        accelerator=args.accelerator_config,
+        accelerator=accelerator,
         system_config=system_config,
         memory_mode=memory_mode,
         vela_config=str(Path(args.vela_config).resolve()) if args.vela_config else None,
         sram_min=SRAM_MIN if args.sram_min is None else args.sram_min,
         sram_max=SRAM_MAX if args.sram_max is None else args.sram_max,
-        objectives=parse_objectives(args.objectives),
+        objectives=parse_objectives(args.objectives or DEFAULT_OBJECTIVES),
         sampler=args.sampler or "default",
     )
 
@@ -61,22 +81,21 @@ def _sweep(args: argparse.Namespace) -> int:
         raise BadInput("give exactly one of --model M.tflite or --graph G.json")
     settings = settings_from_args(args)
     SearchSpace(settings.sram_min, settings.sram_max)  # refuses an empty range up front
-    evaluate = make_evaluator(settings)  # validates the model/graph before the study is touched
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     storage_url = args.storage or default_storage(out)
-    storage = open_storage(storage_url)
     name = args.study or f"{Path(settings.source_path).stem}-{settings.accelerator}"
-    given = {"sampler": args.sampler, "sram_min": args.sram_min, "sram_max": args.sram_max}
-    given["vela_config"] = args.vela_config
-    study = create_or_continue(
-        storage, name, settings, {k for k, v in given.items() if v is not None}
-    )
-    # A continued study keeps its range and vela.ini (the model may be at another path).
-    stored = load_settings(study)
-    kept = {field: getattr(stored, field) for field in ("sram_min", "sram_max", "vela_config")}
-    if replace(settings, **kept) != settings:
-        evaluate = make_evaluator(replace(settings, **kept))
+    # A study that exists runs with its own settings; nothing is written to it before the
+    # model is checked against them.
+    storage = open_if_present(storage_url)
+    stored = stored_settings(storage, name) if storage is not None else None
+    if stored is not None:
+        given = {field for field, dest in _GIVEN.items() if getattr(args, dest) is not None}
+        settings = continued_settings(name, stored, settings, given)
+    evaluate = make_evaluator(settings)  # validates the model/graph before the study is touched
+    out.mkdir(parents=True, exist_ok=True)
+    if storage is None:
+        storage = open_storage(storage_url)
+    study = create_or_continue(storage, name, settings)
     issued = issue_trials(study, args.trials, by="sweep", evaluate=evaluate)
     if args.jobs == 1:
         run_trials(study, evaluate, issued, progress=not args.json, seed=args.seed)

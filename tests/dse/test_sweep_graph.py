@@ -114,10 +114,12 @@ def test_a_study_continued_with_another_graph_or_objectives_is_refused_and_kept(
     shutil.copy(GOLDEN / "ic_resnet8_s1_p32k.json", other)
     capsys.readouterr()
     assert "was made for" in _refusal(capsys, _sweep(other, out, "--trials", "3", "--study", "s"))
-    # The refusal names the flag and value that continue the study.
+    # The refusal names the study's own value and the flag to drop.
     code = _sweep(kws_graph, out, "--trials", "3", "--study", "s", "--objectives",
                   "cycles,sram,offchip")  # fmt: skip
-    assert "pass --objectives cycles,sram to continue it" in _refusal(capsys, code)
+    refusal = _refusal(capsys, code)
+    assert "made with --objectives cycles,sram, not cycles,sram,offchip" in refusal
+    assert "drop --objectives to continue it" in refusal
     assert len(_study(out).trials) == 3
 
 
@@ -135,7 +137,7 @@ def test_a_continued_study_keeps_its_pool_range(
     assert len(pools) == 8 and all(8 * 1024 <= p <= 256 * 1024 for p in pools)
     capsys.readouterr()
     refusal = _refusal(capsys, main([*argv, "--sram-max", "1MiB"]))
-    assert "explores pools of 8.0 KiB to 256.0 KiB" in refusal
+    assert "made with --sram-max 256.0 KiB, not 1.00 MiB; drop --sram-max" in refusal
     assert len(_study(out).trials) == 8
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import optuna
 import pytest
 
 from cascader.ethosu.vela_arch import DEFAULT_VELA_INI
@@ -73,6 +74,24 @@ def test_a_continued_study_generates_proposals_for_its_own_range(tmp_path: Path)
     assert main(base) == 0
     assert pipeline._CASCADES, "the continued run ran the cascader"
     assert {key[-1] for key in pipeline._CASCADES} == {256 * 1024}
+
+
+def test_a_continued_study_keeps_its_device_and_objectives(tmp_path: Path) -> None:
+    """Continued by name alone, a study made for another device and objectives than the
+    defaults runs on as it was made, rather than being refused for the defaults."""
+    base = ["sweep", "--model", str(EXAMPLE), "--out", str(tmp_path), "--study", "s"]
+    base += ["--trials", "2", "--json"]
+    made = ["--accelerator-config", "ethos-u65-256", "--memory-mode", "Sram_Only"]
+    made += ["--objectives", "cycles,sram,offchip", "--sram-min", "256KiB", "--sram-max", "1MiB"]
+    assert main([*base, *made]) == 0
+    assert main(base) == 0
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    trials = optuna.load_study(study_name="s", storage=storage).trials
+    assert len(trials) == 4
+    for trial in trials:
+        assert len(trial.values) == 3
+        metrics = trial.user_attrs["metrics"]
+        assert (metrics["accelerator"], metrics["memory_mode"]) == ("ethos-u65-256", "Sram_Only")
 
 
 def test_a_continued_study_refuses_another_vela_ini(
