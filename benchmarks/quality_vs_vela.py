@@ -10,10 +10,11 @@ counts as matched when some front point uses no more SRAM and no more cycles. Th
 table goes to stdout and, with -o, to a file.
 
 Vela's legacy core costs an op it runs in a cascade as one whole op, where our evaluator costs
-each stripe as the hardware runs it. So each legacy point left unmatched is compiled again by
-Vela in process, its own schedule is scored by our evaluator (`vela_scheduled_ops` +
-`perf.evaluate`), and the list of misses says whether our front beats that schedule when both
-are costed the same way.
+each stripe as the hardware runs it, and it takes off a cascaded op's cycles the part of a
+weight copy hidden under the op before while never counting the copy itself. So each legacy
+point left unmatched is compiled again by Vela in process, and the list of misses says
+whether our front beats its own schedule scored by our evaluator (`vela_scheduled_ops` +
+`perf.evaluate`), and Vela's figure with those uncounted cycles put back.
 """
 
 from __future__ import annotations
@@ -120,31 +121,46 @@ def _point(p: tuple[int, float] | None) -> str:
 
 
 def legacy_misses(results: list[dict], models: dict[str, Path]) -> str:
-    """Each unmatched legacy-core point, with Vela's own schedule of it scored by our evaluator
-    and whether a front point uses no more SRAM and no more cycles than that."""
+    """Each unmatched legacy-core point: Vela's own schedule of it scored by our evaluator,
+    Vela's figure with the cycles it takes off for weight copies it never counted put back
+    (`VelaOpEstimate.dma_credit`), and whether our front beats each; then the legacy points
+    matched once those cycles are put back (putting them back only raises Vela's figures)."""
+    legacy = [(r, v) for r in results for v in r["vela"] if v["core"] == "legacy-python"]
     lines = []
-    for r in results:
-        for v in r["vela"]:
-            if v["core"] != "legacy-python" or matched(r["front"], v):
-                continue
-            arena = int(float(v["arena"])) if v["arena"] else None
-            replay = vela_scheduled_ops(models[r["model"]], *r["config"], arena, v["optimise"])
-            ours = evaluate(replay.ops, replay.memory).total_cycles
-            same = matched(r["front"], {"sram": v["sram"], "cycles": ours})
-            best = min((p for p in r["front"] if p[0] <= v["sram"]), key=lambda p: p[1],
-                       default=None)  # fmt: skip
-            budget = format_size(arena) if arena else "default"
-            lines.append(
-                f"- {r['model']} {r['config'][0]}, --optimise {v['optimise']}, arena {budget}: "
-                f"Vela {_exact((v['sram'], v['cycles']))}"
-                f"; its schedule under our evaluator {ours:,.0f} cycles; our best within its "
-                f"SRAM {_exact(best)}: {'beats' if same else 'does not beat'} it like for like."
-            )
+    recounted = 0
+    for r, v in legacy:
+        if matched(r["front"], v):
+            recounted += 1
+            continue
+        arena = int(float(v["arena"])) if v["arena"] else None
+        replay = vela_scheduled_ops(models[r["model"]], *r["config"], arena, v["optimise"])
+        ours = evaluate(replay.ops, replay.memory).total_cycles
+        counted = v["cycles"] + sum(e.dma_credit for e in replay.estimates)
+        recounted += matched(r["front"], {"sram": v["sram"], "cycles": counted})
+        best = min((p for p in r["front"] if p[0] <= v["sram"]), key=lambda p: p[1],
+                   default=None)  # fmt: skip
+        budget = format_size(arena) if arena else "default"
+        lines.append(
+            f"- {r['model']} {r['config'][0]}, --optimise {v['optimise']}, arena {budget}: "
+            f"Vela {_exact((v['sram'], v['cycles']))}; our best within its SRAM "
+            f"{_exact(best)}. Vela's schedule under our evaluator: {ours:,.0f} cycles "
+            f"({_beats(r['front'], v['sram'], ours)}). Vela's figure with the "
+            f"{counted - v['cycles']:,.0f} cycles it takes off for weight copies it never "
+            f"counted put back: {counted:,.0f} ({_beats(r['front'], v['sram'], counted)})."
+        )
     if not lines:
         return "Every legacy-core point is matched."
-    return "Legacy-core points not matched, Vela's schedule re-costed by our evaluator:\n" + (
-        "\n".join(lines)
+    return (
+        "Legacy-core points not matched:\n"
+        + "\n".join(lines)
+        + f"\n\nWith Vela's uncounted weight-copy cycles put back: {recounted}/{len(legacy)} "
+        "legacy-core points matched."
     )
+
+
+def _beats(front: list[tuple[int, float]], sram: int, cycles: float) -> str:
+    hit = matched(front, {"sram": sram, "cycles": cycles})
+    return "our front beats it" if hit else "our front does not beat it"
 
 
 def _exact(p: tuple[int, float] | None) -> str:

@@ -56,7 +56,12 @@ _IR_ONLY = (Op.Const, Op.Placeholder, Op.CustomNpuOp, Op.SubgraphInput)
 @dataclass(frozen=True)
 class VelaOpEstimate:
     """Vela's own estimate of one scheduled op (`estimate_full_op_performance`, as its summary
-    sums them). `cascade` is Vela's cascade id, 0 when the op runs on its own."""
+    sums them). `cascade` is Vela's cascade id, 0 when the op runs on its own. `dma_credit` is
+    the part of `npu_cycles` Vela takes off for a weight copy it never counted: a cascaded
+    op's weights are copied whole into a single buffer (`Scheduler.propose_weight_buffering`)
+    with `full_weight_transfer_cycles` left 0, yet the estimate still subtracts the part of
+    the first copy hidden under the previous op, so the op's NPU cycles fall below its
+    compute cycles by that much."""
 
     name: str
     npu_cycles: float
@@ -64,6 +69,7 @@ class VelaOpEstimate:
     total_cycles: float
     macs: int
     cascade: int
+    dma_credit: float
 
 
 @dataclass(frozen=True)
@@ -178,6 +184,13 @@ def _estimate(schedule, sched_op, prev, cost, arch) -> VelaOpEstimate:
     _, macs, cycles = estimate_full_op_performance(
         arch, schedule, sched_op, prev, cost.block_config
     )
+    credit = 0.0
+    buffers = cost.buffered_weight_tensors
+    single = buffers and buffers[0].sub_purpose != TensorSubPurpose.DoubleBuffer
+    if single and cost.full_weight_transfer_cycles == 0:
+        # Without a previous op nothing is hidden: the NPU cycles are the compute alone.
+        alone = estimate_full_op_performance(arch, schedule, sched_op, None, cost.block_config)
+        credit = float(alone[2][PassCycles.Npu] - cycles[PassCycles.Npu])
     return VelaOpEstimate(
         name=sched_op.name,
         npu_cycles=float(cycles[PassCycles.Npu]),
@@ -185,6 +198,7 @@ def _estimate(schedule, sched_op, prev, cost, arch) -> VelaOpEstimate:
         total_cycles=float(cycles[PassCycles.Total]),
         macs=int(macs),
         cascade=int(cost.cascade),
+        dma_credit=credit,
     )
 
 

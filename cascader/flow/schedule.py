@@ -1139,7 +1139,9 @@ class _Builder:
         (`weight_depth_slices`): all but the first slice's copy then run under the op's own
         compute instead of before it. Only when the whole copy cannot hide under the op
         before (taken, as the cascader's cost takes it, to be the producer of the input); the
-        two slice buffers fit in the bytes the whole copy took."""
+        two slice buffers fit in the bytes the whole copy took, else (only then: a larger
+        limit makes coarser slices) in those and the alignment of the second buffer's
+        weights and scale-bias, which a split at whole blocks adds to the encoded bytes."""
         pid = plan.output_part
         op = self.net.ops[pid]
         if (
@@ -1161,9 +1163,12 @@ class _Builder:
                                           MEM_AREAS[self.cascade], whole)  # fmt: skip
         if transfer <= slack:
             return plan
-        bounds = weight_depth_slices(op, self.memory, sizes, block, slack, whole)
-        slices = _even_slices(op, bounds, sizes, whole)
-        return replace(plan, depth_slices=slices) if slices else plan
+        for limit in (whole, whole + 2 * ALIGN):
+            bounds = weight_depth_slices(op, self.memory, sizes, block, slack, limit)
+            slices = _even_slices(op, bounds, sizes, limit)
+            if slices:
+                return replace(plan, depth_slices=slices)
+        return plan
 
     def _producer_cycles(self, pid: int) -> float:
         """Compute cycles of the op that produces the part's first input (whole, with its

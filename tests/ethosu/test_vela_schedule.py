@@ -87,3 +87,16 @@ def test_consecutive_compiles_in_one_process_do_not_share_vela_state():
 def test_a_missing_model_is_reported_by_name(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"absent\.tflite"):
         vela_scheduled_ops(tmp_path / "absent.tflite", *U55_128)
+
+
+@needs_shared
+def test_vela_credits_cascaded_ops_with_a_weight_copy_it_never_counted() -> None:
+    """ic_resnet8 on U55 at a 48 KiB arena: Vela cascades two convolutions and copies their
+    weights whole, counts no copy for them, yet takes the part hidden under the previous op
+    off their NPU cycles; the credit is exactly that part, and only cascaded ops get one."""
+    u55_256 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
+    schedule = vela_scheduled_ops(MODELS / "ic_resnet8.tflite", *u55_256, 48 * 1024)
+    credited = [e for e in schedule.estimates if e.dma_credit]
+    assert len(credited) == 2 and all(e.cascade for e in credited)
+    assert [e.dma_credit for e in credited] == [2912.0, 2928.0]
+    assert schedule.vela.cycles_total == pytest.approx(129_211.5)
