@@ -432,12 +432,13 @@ def directions(objectives: tuple[str, ...]) -> list[str]:
 
 def create_or_continue(storage: RDBStorage, name: str, settings: StudySettings) -> optuna.Study:
     """Create the study with `settings`, or reopen it. For a study that exists, `settings` are
-    what `continued_settings` made of its own; the sampler it names replaces the stored one,
-    for this run and every later one and worker. The sampler objects are built from the
-    stored settings when trials run (driver.run_trials), so every process of a study samples
-    alike."""
+    what `continued_settings` made of its own (checked again: another process may have made
+    the study since); the sampler they name replaces the stored one, for this run and every
+    later one and worker. The sampler objects are built from the stored settings when trials
+    run (driver.run_trials), so every process of a study samples alike."""
     stored = stored_settings(storage, name)
     if stored is not None:
+        continued_settings(name, stored, settings, _KEPT_FLAGS)
         study = optuna.load_study(study_name=name, storage=storage)
         if stored.sampler != settings.sampler:
             study.set_user_attr(SETTINGS_ATTR, replace(stored, sampler=settings.sampler).to_json())

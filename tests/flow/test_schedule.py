@@ -495,9 +495,10 @@ def test_cascader_double_buffers_a_one_stripe_plans_copied_weights() -> None:
 
 def test_cascader_double_buffers_when_the_slices_only_add_alignment() -> None:
     """ic_resnet8 on U55 at a 42,528 B pool: the chosen proposal copies the weights of the
-    second residual block's 16x16x32 convolution whole, in a one-stripe plan. Its two 16-deep slices take 16 bytes
-    more than the whole copy (the second buffer's alignment), and still run double-buffered:
-    the copy of the second slice hides under the first instead of delaying the op."""
+    second residual block's 16x16x32 convolution whole, in a one-stripe plan. Its two
+    16-deep slices take 16 bytes more than the whole copy (the second buffer's alignment),
+    and still run double-buffered: the second slice's copy hides under the first slice
+    instead of delaying the op."""
     shared = shared_dir()
     model = shared / "models" / "ic_resnet8.tflite" if shared is not None else None
     if model is None or not model.is_file():
@@ -514,7 +515,8 @@ def test_cascader_double_buffers_when_the_slices_only_add_alignment() -> None:
     check_schedule(schedule)
     check_allocation(schedule)
     (conv,) = [
-        i for i, op in enumerate(front.network.ops)
+        i
+        for i, op in enumerate(front.network.ops)
         if isinstance(op, Conv2D) and op.ifm.shape == op.ofm.shape == (1, 16, 16, 32)
     ]
     _check_double_buffered(schedule, conv)
