@@ -703,6 +703,7 @@ def generate(schedule: Schedule, accelerator: str, command_streams: bool = True)
     per_part: dict[int, dict] = {}
     order: list[int] = []
     pending: dict[tuple[int, int], int] = {}  # (part, buffer) -> constant bytes copied into it
+    fm_copies: dict[int, list[tuple[str, str, int]]] = {}  # part -> its feature-map copies
     for step in schedule.steps:
         function = net.function_of[step.part]
         stream = streams.get(function)
@@ -711,8 +712,12 @@ def generate(schedule: Schedule, accelerator: str, command_streams: bool = True)
         if isinstance(step, Copy):
             dmas = emitter.copy_ops(step)
             stream.operations += dmas
-            if step.what != "feature_map":
-                pending[step.part, step.dest] = sum(dma.src.length for dma in dmas)
+            nbytes = sum(dma.src.length for dma in dmas)
+            if step.what == "feature_map":
+                areas = (emitter.area(dmas[0].src.region), emitter.area(dmas[0].dest.region))
+                fm_copies.setdefault(step.part, []).append((*areas, nbytes))
+            else:
+                pending[step.part, step.dest] = nbytes
             continue
         ops = emitter.stripe_ops(step)
         stream.operations += ops
@@ -738,7 +743,9 @@ def generate(schedule: Schedule, accelerator: str, command_streams: bool = True)
                 copied = 0
             elif npu.dest.region == BASE_PTR_INDEX_MEM2MEM:
                 record["lut"] += npu.src.length
-    scheduled = [_scheduled_op(emitter, net.ops[p], per_part[p]) for p in order]
+    scheduled = [
+        _scheduled_op(emitter, net.ops[p], per_part[p], tuple(fm_copies.get(p, ()))) for p in order
+    ]
     functions = [streams[k] for k in sorted(streams)]
     target = npu_accelerator(accelerator)
     if command_streams:
@@ -755,7 +762,9 @@ def generate(schedule: Schedule, accelerator: str, command_streams: bool = True)
     )
 
 
-def _scheduled_op(emitter: _Emitter, op: NpuOp, record: dict) -> ScheduledOp:
+def _scheduled_op(
+    emitter: _Emitter, op: NpuOp, record: dict, fm_copies: tuple[tuple[str, str, int], ...]
+) -> ScheduledOp:
     stripes = tuple(record["stripes"])
     if not stripes:
         raise ScheduleError(f"{op.name}: no NPU operation was emitted")
@@ -780,4 +789,5 @@ def _scheduled_op(emitter: _Emitter, op: NpuOp, record: dict) -> ScheduledOp:
         weight_copies=tuple(record["copies"]) if copied else (),
         lut_source_area=constants if record["lut"] else None,
         lut_bytes=record["lut"],
+        feature_map_copies=fm_copies,
     )

@@ -55,7 +55,10 @@ class ScheduledOp:
     stripe reads what its buffer already holds). The copies come from the schedule, not from
     the stripes' addresses: single-buffered slices all land at one address. An op with a
     lookup-table activation whose table must first be DMA-copied into SHRAM gives the bytes
-    copied and the area they come from (0 when the table is already there)."""
+    copied and the area they come from (0 when the table is already there).
+    `feature_map_copies` are the DMAs that bring parts of the op's input feature maps into
+    the buffers its stripes read (source area, destination area, bytes), one per copy the
+    schedule issues."""
 
     name: str
     stripes: tuple[NpuBlockOperation, ...]
@@ -68,12 +71,14 @@ class ScheduledOp:
     weight_copies: tuple[int, ...] = ()
     lut_source_area: str | None = None
     lut_bytes: int = 0
+    feature_map_copies: tuple[tuple[str, str, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.stripes:
             raise ValueError(f"scheduled op {self.name!r} has no stripes")
+        copied = [area for copy in self.feature_map_copies for area in copy[:2]]
         for area in (self.ifm_area, self.ofm_area, self.ifm2_area, self.const_area,
-                     self.weight_source_area, self.lut_source_area):  # fmt: skip
+                     self.weight_source_area, self.lut_source_area, *copied):  # fmt: skip
             if area is not None and area not in MEM_AREAS:
                 raise ValueError(f"unknown memory area {area!r}; areas: {', '.join(AREAS)}")
         if self.stripes[0].weights and self.const_area is None:
@@ -252,6 +257,7 @@ def _evaluate_op(op: ScheduledOp, memory: SystemMemory, prev_slack: float) -> tu
         move(area, TensorPurpose.FeatureMap, direction, nbytes, scaled_bytes=scaled_bytes)
     npu_cycles, slack = _weight_copy_cycles(op, arch, bws, op_cycles, stripe_cycles, prev_slack)
     npu_cycles += _lut_copy_cycles(op, arch, bws, 0.0 if copied else prev_slack)
+    npu_cycles += _feature_map_copy_cycles(op, arch, bws)
     cycles = make_cycles_array()
     cycles[PassCycles.Npu] = npu_cycles
     update_summary_cycles(arch, scaled, cycles)
@@ -398,6 +404,22 @@ def _weight_copy_cycles(
     else:
         npu = op_cycles + full_copy - min(first_copy, prev_slack)
     return float(npu), own_slack
+
+
+def _feature_map_copy_cycles(op: ScheduledOp, arch, bws: np.ndarray) -> float:
+    """NPU cycles the op waits for the copies of its input feature maps. A copy lands in the
+    one buffer the op's stripes read, so it waits for the stripe before to finish and the
+    stripe after waits for it: each adds its transfer time (Vela's `measure_mem2mem_cycles`,
+    with the source's latency) to the op, the first too (the previous op's slack is left to
+    the weight and LUT copies). As for Vela's own DMAs, the bytes count in the bytes moved but
+    not in the areas' access cycles."""
+    cycles = 0.0
+    for source, dest, nbytes in op.feature_map_copies:
+        src, dst = MEM_AREAS[source], MEM_AREAS[dest]
+        bws[src][TensorPurpose.FeatureMap][BandwidthDirection.Read] += nbytes
+        bws[dst][TensorPurpose.FeatureMap][BandwidthDirection.Write] += nbytes
+        cycles += measure_mem2mem_cycles(arch, src, dst, nbytes)
+    return float(cycles)
 
 
 def _lut_copy_cycles(op: ScheduledOp, arch, bws: np.ndarray, slack: float) -> float:

@@ -20,12 +20,13 @@ from ethosu.vela.api import (
 from ethosu.vela.npu_performance import measure_mem2mem_cycles
 from ethosu.vela.tensor import MemArea
 
+from cascader.core.options import CascaderOptions
 from cascader.ethosu.codegen import encoded_size, generate
 from cascader.ethosu.device import get_device
 from cascader.ethosu.memory import system_memory
 from cascader.ethosu.npu_op import NpuOpDescription
 from cascader.ethosu.perf import ScheduledOp, evaluate
-from cascader.flow.pipeline import front_half
+from cascader.flow.pipeline import front_half, schedule_point
 from cascader.flow.schedule import REGION_CONSTANTS, Copy, layer_by_layer_schedule
 from cascader.testing.tflite_builder import ModelBuilder
 
@@ -311,3 +312,47 @@ def test_codegen_hands_the_evaluator_every_weight_dma_of_the_schedule():
     assert sum(sum(o.weight_copies) for o in compiled.scheduled_ops) == sum(dmas)
     row = evaluate([op], memory).ops[0]
     assert row.bytes_read["offchip_flash"] == sum(op.weight_copies)
+
+
+def test_a_feature_map_copy_adds_its_dma_to_the_op_that_waits_for_it():
+    """Each copy of an input feature map into the op's buffer is charged in series with the
+    op's compute, its source's latency included; its bytes count as moved, not as access."""
+    memory = system_memory("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram", 1 << 20)
+    plain = ScheduledOp("add", (_stripe(ADD),))
+    copies = (("dram", "sram", 4096), ("dram", "sram", 1024))
+    copied = dataclasses.replace(plain, feature_map_copies=copies)
+    dma = sum(
+        measure_mem2mem_cycles(memory.arch, MemArea.Dram, MemArea.Sram, n) for n in (4096, 1024)
+    )
+    alone, waits = evaluate([plain], memory).ops[0], evaluate([copied], memory).ops[0]
+    assert dma > 2 * memory.arch.memory_latency[MemArea.Dram][0]
+    assert waits.npu_cycles == alone.npu_cycles + dma
+    assert waits.bytes_read["dram"] == alone.bytes_read["dram"] + 5120
+    assert waits.bytes_written["sram"] == alone.bytes_written["sram"] + 5120
+    assert waits.access_cycles == alone.access_cycles
+    with pytest.raises(ValueError, match="unknown memory area"):
+        dataclasses.replace(plain, feature_map_copies=(("disk", "sram", 16),))
+
+
+def test_codegen_hands_the_evaluator_every_feature_map_dma_of_the_schedule():
+    """On U65 a cascade copies feature maps from the DRAM arena into SRAM stripe by stripe;
+    every one of those DMAs reaches the op whose stripes read the copy."""
+    b = ModelBuilder(0, name="u65_chain")
+    x = b.conv2d(b.input((1, 32, 32, 16)), 16, kernel=3, activation="RELU")
+    b.output(b.conv2d(x, 16, kernel=3))
+    front = front_half(b.build(), "ethos-u65-256")
+    memory = system_memory("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram", 64 * 1024)
+    options = CascaderOptions(enable_striping=True, always_copy_size=1 << 20)
+    schedule = schedule_point(front, memory, options).schedule
+    copies = [s for s in schedule.steps if isinstance(s, Copy) and s.what == "feature_map"]
+    assert len(copies) > 1
+    compiled = generate(schedule, "ethos-u65-256", command_streams=False)
+    dmas = [
+        d.src.length
+        for d in compiled.functions[0].operations
+        if isinstance(d, NpuDmaOperation) and d.src.region != REGION_CONSTANTS
+    ]
+    charged = [c for op in compiled.scheduled_ops for c in op.feature_map_copies]
+    assert len(charged) == len(copies)
+    assert sum(n for _, _, n in charged) == sum(dmas)
+    assert {(src, dst) for src, dst, _ in charged} == {("dram", "sram")}
