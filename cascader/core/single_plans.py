@@ -474,13 +474,14 @@ class _VelaLayout:
         beside: np.ndarray,
     ) -> np.ndarray:
         """Per output stripe config (its output in the mode at the same position of
-        `modes`, copied to `out_area`) and combination: the plan's cycles, the largest of
-        the NPU cycles (`extra` for constant copies on top, at least `beside`, the copies
-        that overlap it), the overlapped DMA (`dma`) and each region's access cycles."""
+        `modes`, copied to `out_area`) and combination: the plan's cycles, the larger of
+        the NPU cycles (`extra` for constant copies and `dma` for feature-map copies on top,
+        at least `beside`, the constant copies that overlap it) and each region's access
+        cycles."""
         compute, access = self.ctx.vela_costs(part, configs, modes, out_area, self.area_sets)
         access = np.maximum.reduce(access, axis=2)
-        npu = np.maximum(compute[:, self.area_of] + extra, beside)
-        return np.maximum(np.maximum(npu, dma), access[:, self.area_of]).astype(np.int64)
+        npu = np.maximum(compute[:, self.area_of] + extra + dma, beside)
+        return np.maximum(npu, access[:, self.area_of]).astype(np.int64)
 
 
 def _first_appearances(codes: np.ndarray) -> tuple[list[int], np.ndarray]:

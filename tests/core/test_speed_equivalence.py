@@ -34,6 +34,7 @@ from cascader.core.single_plans import (
     _vela_input,
     generate_single_plans,
 )
+from cascader.core.stripe_config import count_stripes
 from cascader.core.stripe_generation import generate_output_stripe_configs
 from cascader.core.tensor import Tensor
 from cascader.core.tensor_config import TensorConfigState
@@ -292,8 +293,8 @@ def _plain_vela_single_plans(part, configs, ctx):
                     part, [config], [out.buffer_mode], out.copy_region, ((areas, const_area),)
                 )
                 access = access[0, 0].tolist()
-                npu = max(compute[0, 0] + extra, beside)
-                cycles = int(max(npu, sum(c[2] for c in combo), *access))
+                npu = max(compute[0, 0] + extra + sum(c[2] for c in combo), beside)
+                cycles = int(max(npu, *access))
                 boundary = out.home_region == cascade and out.state == BOUNDARY
                 memory = sum(c[1] for c in combo) + (out.tensor.size if boundary else 0)
                 if fused >= 0 and boundary:
@@ -560,3 +561,35 @@ def test_batched_vela_costs_are_each_alone():
                     assert access[t, k].tolist() == one[1][0, 0].tolist()
                     checked += 1
     assert checked > 500
+
+
+@needs_shared
+def test_vela_copies_each_feature_map_stripe_whole_in_series_with_the_compute():
+    """The `vela` model charges a copied feature map as the schedule copies it: every stripe
+    whole into the one buffer the op reads, each copy paying the home region's latency, and
+    (as the evaluator does) in series with the op's compute."""
+    document = _document(KWS, cost_model="vela")
+    regions, homes = _two_homes(document)
+    ctx = PlanContext(document.graph, regions, homes, document.options)
+    dram = regions["DRAM"]
+    checked = 0
+    for part in document.graph.parts:
+        for plan in generate_single_plans(part, _stripe_configs(part, document.options), ctx):
+            copied = [c for c in plan.tensor_configs if c.copy_tensor and not c.tensor.is_constant]
+            if not copied or copied[0].home_region != "DRAM":
+                continue
+            config = copied[0]
+            expected = 0.0
+            for stripe_config in config.stripe_configs:
+                for shape, count in count_stripes(stripe_config):
+                    moved = math.prod(shape) * config.tensor.dtype_bytes
+                    moved *= config.tensor.compression_ratio
+                    slower = max(
+                        moved / dram.read_bandwidth,
+                        moved / regions[config.copy_region].write_bandwidth,
+                    )
+                    expected += count * (dram.read_latency + slower)
+            assert ctx.vela_copy(config) == pytest.approx(expected)
+            assert plan.cycles >= math.floor(sum(ctx.vela_copy(c) for c in copied))
+            checked += 1
+    assert checked
