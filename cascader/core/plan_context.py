@@ -238,20 +238,24 @@ class PlanContext:
         return found
 
     def vela_copy(self, config: TensorConfig) -> float:
-        """DMA cycles of copying a tensor into its copy region, each stripe whole into the one
-        buffer the stripes read, as the schedule copies it: per copy Vela's mem2mem time,
-        the home region's read latency and the slower of reading it and writing the copy
-        region. Vela counts the copied bytes, but not in the regions' access cycles."""
+        """DMA cycles of copying a tensor into its copy region: Vela's mem2mem time, the slower
+        of reading the home region and writing the copy region. A feature map is copied as
+        the schedule copies it, each stripe whole into the one buffer the op reads, each copy
+        paying the home region's latency; a constant operand stripe by stripe as far as the
+        previous stripe does not already hold it. Vela counts the copied bytes, but not in the
+        regions' access cycles."""
         found = self._vela_copy.get(config.id)
         if found is None:
             home, copy = self.regions[config.home_region], self.regions[config.copy_region]
             bytes_per = config.tensor.dtype_bytes * config.tensor.compression_ratio
+            constant = config.tensor.is_constant
+            latency = 0 if constant else home.read_latency
             found = 0.0
             for stripe_config in config.stripe_configs:
-                for shape, count in count_stripes(stripe_config):
+                for shape, count in count_stripes(stripe_config, sliding=constant):
                     moved = math.prod(shape) * bytes_per
                     slower = max(moved / home.read_bandwidth, moved / copy.write_bandwidth)
-                    found += count * (home.read_latency + slower)
+                    found += count * (latency + slower)
             self._vela_copy[config.id] = found
         return found
 

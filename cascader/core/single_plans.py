@@ -430,17 +430,23 @@ class _VelaLayout:
     def transfers(
         self, options: list[list[tuple]], slack: float, overlapped: bool = False
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per combination: (overlapped feature-map DMA cycles, NPU cycles the DMA copies of
-        the op's constants add to its compute, cycles of those copies that run beside the
-        compute). Single-buffered, the whole copy adds but the first slice's, which hides
-        under the previous op up to `slack`; double-buffered (`overlapped`), the first slice
-        hides under the previous op and the rest under the compute, so the op takes the
-        longer of its compute and the copy past `slack`."""
-        dma = np.zeros(self.count)
+        """Per combination: (DMA cycles of copied constant operands, which overlap the
+        compute; NPU cycles the copies of feature maps and of the op's weights add to its
+        compute; cycles of weight copies that run beside the compute). A feature map's
+        copies each wait for the stripe before and hold up the stripe after (the schedule
+        copies them into one buffer). Weights single-buffered: the whole copy adds but the
+        first slice's, which hides under the previous op up to `slack`; double-buffered
+        (`overlapped`), the first slice hides under the previous op and the rest under the
+        compute, so the op takes the longer of its compute and the copy past `slack`."""
+        dma, serial = np.zeros(self.count), np.zeros(self.count)
         for choices, pick in zip(options, self.picks, strict=True):
-            dma = dma + np.array([o[2] for o in choices])[pick]
+            cycles = np.array([o[2] for o in choices])[pick]
+            if choices[0][0].tensor.is_constant:
+                dma = dma + cycles
+            else:
+                serial = serial + cycles
         if self.weights < 0:
-            return dma, np.zeros(self.count), np.zeros(self.count)
+            return dma, serial, np.zeros(self.count)
         ctx, weights = self.ctx, self.weights
         added, beside = [], []
         for combo in self.constant_firsts:
@@ -461,7 +467,8 @@ class _VelaLayout:
             else:
                 added.append(full - min(ctx.mem2mem(home, ctx.cascade, first_bytes), slack))
                 beside.append(0.0)
-        return dma, np.array(added)[self.constant_of], np.array(beside)[self.constant_of]
+        added = np.array(added)[self.constant_of] + serial
+        return dma, added, np.array(beside)[self.constant_of]
 
     def cycles(
         self,
@@ -474,14 +481,14 @@ class _VelaLayout:
         beside: np.ndarray,
     ) -> np.ndarray:
         """Per output stripe config (its output in the mode at the same position of
-        `modes`, copied to `out_area`) and combination: the plan's cycles, the larger of
-        the NPU cycles (`extra` for constant copies and `dma` for feature-map copies on top,
-        at least `beside`, the constant copies that overlap it) and each region's access
-        cycles."""
+        `modes`, copied to `out_area`) and combination: the plan's cycles, the largest of
+        the NPU cycles (`extra` for weight and feature-map copies on top, at least `beside`,
+        the weight copies that overlap it), the overlapped DMA (`dma`) and each region's
+        access cycles."""
         compute, access = self.ctx.vela_costs(part, configs, modes, out_area, self.area_sets)
         access = np.maximum.reduce(access, axis=2)
-        npu = np.maximum(compute[:, self.area_of] + extra + dma, beside)
-        return np.maximum(npu, access[:, self.area_of]).astype(np.int64)
+        npu = np.maximum(compute[:, self.area_of] + extra, beside)
+        return np.maximum(np.maximum(npu, dma), access[:, self.area_of]).astype(np.int64)
 
 
 def _first_appearances(codes: np.ndarray) -> tuple[list[int], np.ndarray]:

@@ -293,8 +293,10 @@ def _plain_vela_single_plans(part, configs, ctx):
                     part, [config], [out.buffer_mode], out.copy_region, ((areas, const_area),)
                 )
                 access = access[0, 0].tolist()
-                npu = max(compute[0, 0] + extra + sum(c[2] for c in combo), beside)
-                cycles = int(max(npu, *access))
+                serial = sum(c[2] for c in combo if not c[0].tensor.is_constant)
+                dma = sum(c[2] for c in combo if c[0].tensor.is_constant)
+                npu = max(compute[0, 0] + (extra + serial), beside)
+                cycles = int(max(npu, dma, *access))
                 boundary = out.home_region == cascade and out.state == BOUNDARY
                 memory = sum(c[1] for c in combo) + (out.tensor.size if boundary else 0)
                 if fused >= 0 and boundary:
