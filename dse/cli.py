@@ -16,13 +16,15 @@ from dse.collector import before_exit
 from dse.defaults import (
     DEFAULT_ACCELERATOR,
     DEFAULT_OBJECTIVES,
+    SRAM_MAX,
+    SRAM_MIN,
     U55_MEMORY_MODE,
     U55_SYSTEM_CONFIG,
     U65_MEMORY_MODE,
     U65_SYSTEM_CONFIG,
 )
 from dse.errors import EXIT_BAD_INPUT, DseError
-from dse.sizes import parse_size
+from dse.sizes import format_size, parse_size
 
 # Library errors that describe the user's input (a model, graph or device name): exit 2.
 _INPUT_ERRORS = (ModelError, DeviceConfigError, GraphFormatError)
@@ -151,8 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--graph", metavar="G.json", help="a cascader graph (cascader cost only)")
     kept = "; a continued study keeps its own"
     _add_device_options(p, "--config", kept)
-    for flag, default in (("--sram-min", "32KiB"), ("--sram-max", "4MiB")):
-        help_text = f"pool range (default {default}){kept}"
+    for flag, default in (("--sram-min", SRAM_MIN), ("--sram-max", SRAM_MAX)):
+        help_text = f"pool range (default {format_size(default)}){kept}"
         p.add_argument(flag, type=_size, default=None, metavar="SIZE", help=help_text)
     p.add_argument("--trials", type=_positive_int, default=50, metavar="N")
     p.add_argument("--jobs", type=_positive_int, default=1, metavar="N", help="processes")
