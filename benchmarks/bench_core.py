@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cascader.core import cascade, load_graph
+from cascader.core import cascade
+from cascader.ethosu.graph_json import load_graph
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synthetic import mobilenet_like

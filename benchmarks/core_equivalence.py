@@ -32,9 +32,10 @@ import sys
 import time
 from pathlib import Path
 
-from cascader.core import cascade, load_graph
+from cascader.core import cascade
 from cascader.core.graph_json import save_graph
 from cascader.core.options import CascaderOptions
+from cascader.ethosu.graph_json import load_graph
 from cascader.testing.shared import shared_dir
 
 MULTI = {"enable_multi_dimensional_striping": True}
@@ -81,14 +82,14 @@ def _selected(only: str | None) -> list[str]:
 
 def _flow_document(name: str):
     """The case's graph document (graph, regions, homes, options), from the flow."""
+    from cascader.ethosu.graph import graph_document
     from cascader.ethosu.memory import system_memory
-    from cascader.flow.cascader_graph import graph_document
-    from cascader.flow.frontend import load_tflite
-    from cascader.flow.pipeline import front_half
+    from cascader.frontend.tflite_import import load_tflite
+    from cascader.pipeline import load_front
 
     model, (accelerator, system, mode), options = CASES[name]
     path = shared_dir() / "models" / f"{model}.tflite"
-    front = front_half(load_tflite(str(path)), accelerator)
+    front = load_front(load_tflite(str(path)), accelerator)
     memory = system_memory(accelerator, system, mode, POOL)
     return graph_document(
         front.network.graph, memory, CascaderOptions(enable_striping=True, **options)

@@ -24,15 +24,17 @@ from scipy.stats import spearmanr
 from shared_models import add_model_arguments, model_paths
 
 from cascader.core.options import CascaderOptions
-from cascader.ethosu.codegen import encoded_size, generate
+from cascader.ethosu.codegen import generate
 from cascader.ethosu.memory import system_memory
 from cascader.ethosu.npu_op import NpuOpDescription
 from cascader.ethosu.perf import PerfReport, evaluate
 from cascader.ethosu.vela_baseline import VelaError
 from cascader.ethosu.vela_schedule import VelaSchedule, vela_scheduled_ops
-from cascader.flow.frontend import load_tflite
-from cascader.flow.pipeline import Front, front_half, schedule_point
-from cascader.flow.schedule import ScheduleError, layer_by_layer_schedule, proposal_schedule
+from cascader.ethosu.weights import encoded_size
+from cascader.frontend.tflite_import import load_tflite
+from cascader.ir.errors import ScheduleError
+from cascader.pipeline import Front, load_front
+from cascader.schedule.policies import layer_by_layer_schedule, proposal_schedule
 
 CONFIGS = {
     "u55-128 Shared_Sram": ("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram"),
@@ -107,7 +109,8 @@ def proposal_correlation(front: Front, accelerator: str, system: str, mode: str,
         memory = system_memory(accelerator, system, mode, pool)
         for striping in (True, False):
             try:
-                point = schedule_point(front, memory, CascaderOptions(enable_striping=striping))
+                options = CascaderOptions(enable_striping=striping)
+                point = front.scheduler.schedule_point(memory, options)
             except ScheduleError:
                 continue
             for proposal in point.cascade.proposals:
@@ -144,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         model = load_tflite(path)
         for label, config in CONFIGS.items():
             start = time.perf_counter()
-            front = front_half(model, config[0])
+            front = load_front(model, config[0])
             report = layer_by_layer(front, *config)
             try:
                 vela = vela_scheduled_ops(path, *config)

@@ -26,12 +26,14 @@ from shared_models import add_model_arguments, model_paths
 
 from cascader.core.options import COST_MODELS, CascaderOptions
 from cascader.core.proposal import Proposal
-from cascader.ethosu.codegen import encoded_size, generate
+from cascader.ethosu.codegen import generate
 from cascader.ethosu.memory import SystemMemory, system_memory
 from cascader.ethosu.perf import evaluate
-from cascader.flow.frontend import load_tflite
-from cascader.flow.pipeline import Front, front_half, proposals, schedule_point
-from cascader.flow.schedule import ScheduleError, proposal_schedule
+from cascader.ethosu.weights import encoded_size
+from cascader.frontend.tflite_import import load_tflite
+from cascader.ir.errors import ScheduleError
+from cascader.pipeline import Front, load_front
+from cascader.schedule.policies import proposal_schedule
 
 CONFIGS = {
     "u55-128": ("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram"),
@@ -92,7 +94,8 @@ def proposal_pairs(
         memory = _memory(config, pool)
         for striping in (True, False):
             try:
-                result = proposals(front, memory, _options(memory, striping, cost_model), pool)
+                options = _options(memory, striping, cost_model)
+                result = front.scheduler.proposals(memory, options, pool)
             except ScheduleError:
                 continue
             for proposal in result.proposals:
@@ -112,7 +115,7 @@ def chosen_cycles(front: Front, config: tuple[str, str, str], cost_model: str) -
     for pool in CHOICE_POOLS:
         memory = _memory(config, pool)
         try:
-            point = schedule_point(front, memory, _options(memory, True, cost_model))
+            point = front.scheduler.schedule_point(memory, _options(memory, True, cost_model))
         except ScheduleError:
             cells.append("-")
             continue
@@ -144,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         for label in args.configs:
             config = CONFIGS[label]
             start = time.perf_counter()
-            front = front_half(model, config[0])
+            front = load_front(model, config[0])
             pairs = proposal_pairs(front, config, args.cost_model, args.samples)
             cells[path.stem, label] = str(pairs)
             dump[f"{path.stem} {label}"] = {"cascader": pairs.cascader,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cascader.core.graph_json import GraphDocument
 from cascader.core.options import CascaderOptions
-from cascader.core.synthetic import GraphBuilder
+from cascader.ethosu.synthetic import GraphBuilder
 
 
 def mobilenet_like(parts: int, resolution: int = 112, sram_size: int = 512 * 1024) -> GraphDocument:

@@ -1,5 +1,6 @@
-"""Cache hit counting: evaluators count how often a trial reused the model's front half and a
-previously scored point; each run stores its counts in the study, the report sums them."""
+"""Cache hit counting: evaluators report the real hits and misses of their caches (the
+cascader's proposals, proposal scores, scored points); each run stores its counts in the
+study, the report sums them."""
 
 from __future__ import annotations
 
@@ -48,8 +49,8 @@ def study_cache_stats(study: optuna.Study) -> dict[str, dict[str, int]]:
 
 
 def describe(stats: dict[str, dict[str, int]]) -> str:
-    """'front half 9/10 hits (90%), scored points 0/10 hits (0%)'."""
-    labels = {"front_half": "front half", "proposals": "proposals", "results": "scored points"}
+    """'proposals 9/10 hits (90%), scored points 0/10 hits (0%)'."""
+    labels = {"proposals": "proposals", "scores": "proposal scores", "results": "scored points"}
     parts = []
     for name, c in stats.items():
         lookups = c["hits"] + c["misses"]

@@ -1,28 +1,26 @@
-"""The `dse` command line: one argparse tree, subcommands dispatched to dse.commands.<name>."""
+"""The `dse` command line: one argparse tree, each subcommand run by its module's `run`
+(`dse.commands`, imported when the command runs: most of them load TVM)."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from cascader.core.errors import GraphFormatError
 from cascader.core.options import COST_MODELS
-from cascader.ethosu.errors import DeviceConfigError
-from cascader.flow.errors import ModelError
-from dse.collector import before_exit
-from dse.defaults import (
+from cascader.ethosu.defaults import (
     DEFAULT_ACCELERATOR,
-    DEFAULT_OBJECTIVES,
-    SRAM_MAX,
-    SRAM_MIN,
     U55_MEMORY_MODE,
     U55_SYSTEM_CONFIG,
     U65_MEMORY_MODE,
     U65_SYSTEM_CONFIG,
 )
+from cascader.ethosu.errors import DeviceConfigError
+from cascader.frontend.errors import ModelError
+from dse.collector import before_exit
+from dse.defaults import DEFAULT_OBJECTIVES, SRAM_MAX, SRAM_MIN
 from dse.errors import EXIT_BAD_INPUT, DseError
 from dse.sizes import format_size, parse_size
 
@@ -263,6 +261,31 @@ def _versions() -> str:
     return "\n".join(lines)
 
 
+def _command(name: str) -> Callable[[argparse.Namespace], int]:
+    """The `run` of subcommand `name`, imported now."""
+    if name == "sweep":
+        from dse.commands.sweep import run
+    elif name == "worker":
+        from dse.commands.worker import run
+    elif name == "report":
+        from dse.commands.report import run
+    elif name == "export":
+        from dse.commands.export import run
+    elif name == "compile":
+        from dse.commands.compile import run
+    elif name == "estimate":
+        from dse.commands.estimate import run
+    elif name == "graph":
+        from dse.commands.graph import run
+    elif name == "propose":
+        from dse.commands.propose import run
+    elif name == "verify":
+        from dse.commands.verify import run
+    else:
+        raise ValueError(f"no command {name!r}")
+    return run
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -272,9 +295,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_BAD_INPUT
-    command = importlib.import_module(f"dse.commands.{args.command}")
     try:
-        return int(command.run(args))
+        return int(_command(args.command)(args))
     except DseError as err:
         print(f"dse {args.command}: error: {err}", file=sys.stderr)
         return err.exit_code

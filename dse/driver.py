@@ -11,6 +11,7 @@ import optuna
 from optuna.trial import TrialState
 from tqdm import tqdm
 
+from cascader.ir.units import align
 from dse.cache_stats import record
 from dse.collector import after_evaluation, before_exit
 from dse.objective import Evaluator, make_objective
@@ -54,10 +55,10 @@ def floor_seeds(space: SearchSpace, evaluate: Evaluator, count: int) -> list[dic
     for kind in space.seed_kinds()[:count]:
         probe = evaluate(replace(kind, sram_pool_bytes=space.low))
         after_evaluation()
-        need = probe["sram_used_bytes"]
+        need = probe.sram_used_bytes
         if need is None:
             continue
-        pool = space.low if probe["fits"] else -(-need // SRAM_ALIGN) * SRAM_ALIGN
+        pool = space.low if probe.fits else align(need)
         if pool <= space.high:
             seeds.append(space.params_of(replace(kind, sram_pool_bytes=pool)))
     return seeds

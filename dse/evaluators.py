@@ -7,6 +7,7 @@ import contextlib
 import io
 from pathlib import Path
 
+from cascader.point import Estimate
 from dse.cache_stats import CacheCounter
 from dse.errors import BadInput
 from dse.graph_evaluator import graph_evaluator
@@ -32,95 +33,69 @@ def source_file(settings: StudySettings) -> Path:
 
 
 class ModelEvaluator:
-    """Scores points on a .tflite model with the flow's estimate: the cascader's schedule of
-    the point, costed by Vela's performance model. The flow keeps the model's front half
-    (import, partition, legalize, graph) per process; scored points are memoized here."""
+    """Scores points on a .tflite model: the cascader's schedule of the point, costed by
+    Vela's performance model. One `Session` per process holds the model's front half, its
+    proposals and scores; scored points are memoized here."""
 
     def __init__(self, settings: StudySettings, path: Path) -> None:
-        from cascader.ethosu.memory import system_memory
-        from cascader.flow.frontend import load_tflite
-        from cascader.flow.legalize import LegalizeError
-        from cascader.flow.pipeline import front_half
+        from cascader.frontend.legalize import LegalizeError
+        from cascader.pipeline import Device, Session
 
         self.settings = settings
         self.path = path
+        device = Device(settings.accelerator, settings.system_config, settings.memory_mode,
+                        settings.vela_config)  # fmt: skip
         # Names and the model are checked here, before a study is created or touched.
-        system_memory(
-            settings.accelerator,
-            settings.system_config,
-            settings.memory_mode,
-            settings.sram_max,
-            settings.vela_config,
-        )
+        device.memory(settings.sram_max)
         try:
-            front = front_half(load_tflite(path), settings.accelerator)
+            self.session = Session(path, device)
         except LegalizeError as error:
             raise BadInput(f"{path}: {error}") from None
-        if not front.network.graph.parts:
+        if not self.session.front.network.graph.parts:
             raise BadInput(f"{path}: no operator runs on the NPU, so there is nothing to explore")
-        self._scored: dict[DesignPoint, dict] = {}
-        self._proposed: set = set()  # option sets, as their proposals go
-        self.cache = {
-            "front_half": CacheCounter(),
-            "proposals": CacheCounter(),
-            "results": CacheCounter(),
+        self._scored: dict[DesignPoint, Estimate] = {}
+        self._results = CacheCounter()
+
+    @property
+    def cache(self) -> dict[str, CacheCounter]:
+        """Real hits and misses: of the session's cascader runs (proposals generated once
+        per option set for the study's largest pool, chosen per pool), of its scores per
+        proposal, and of the points this evaluator scored."""
+        scheduler, scores = self.session.scheduler, self.session.scores
+        return {
+            "proposals": CacheCounter(scheduler.cascades.hits, scheduler.cascades.misses),
+            "scores": CacheCounter(scores.hits, scores.misses),
+            "results": self._results,
         }
 
-    def __call__(self, point: DesignPoint) -> dict:
-        front = self.cache["front_half"]
-        front.count(front.hits + front.misses > 0)
+    def __call__(self, point: DesignPoint) -> Estimate:
         found = self._scored.get(point)
-        self.cache["results"].count(found is not None)
+        self._results.count(found is not None)
         if found is None:
-            found = self._estimate(point)
-            self._scored[point] = found
+            found = self._scored[point] = self._estimate(point)
         return found
 
-    def _estimate(self, point: DesignPoint) -> dict:
-        """The point's estimate object; a point the flow cannot schedule (no proposal fits,
-        or one the lowering cannot express) is an infeasible point with its reason."""
-        from cascader.core.options import CascaderOptions
-        from cascader.flow.pipeline import estimate, proposal_options
-        from cascader.flow.schedule import ScheduleError
+    def _estimate(self, point: DesignPoint) -> Estimate:
+        """The point's estimate; a point the flow cannot schedule (no proposal fits, or one
+        the lowering cannot express) is an infeasible point with its reason."""
+        from cascader.ir.errors import ScheduleError
 
-        s = self.settings
-        options = CascaderOptions(**point.cascader_options()) if point.enable_cascader else None
-        if options is not None:
-            # Proposals are generated once per option set for the study's largest pool and
-            # chosen per pool (cascader.flow.pipeline.proposals caches them; option sets
-            # that make the same proposals share them).
-            key = proposal_options(options)
-            self.cache["proposals"].count(key in self._proposed)
-            self._proposed.add(key)
+        config = point.config(self.settings.sram_max)
         try:
             # Vela's allocator prints warnings on stdout; keep stdout for `--json` output.
             with contextlib.redirect_stdout(io.StringIO()):
-                result = estimate(
-                    str(self.path),
-                    s.accelerator,
-                    s.system_config,
-                    s.memory_mode,
-                    point.sram_pool_bytes,
-                    options,
-                    s.vela_config,
-                    proposal_region_bytes=s.sram_max,
-                )
+                result = self.session.score(config)
         except ScheduleError as error:
-            return {
-                "source": str(self.path),
-                "scored_by": "vela",
-                "sram_pool_bytes": point.sram_pool_bytes,
-                "cascader": {
-                    "enabled": options is not None,
-                    "options": options.to_json() if options is not None else {},
-                },
-                "fits": False,
-                "unscheduled": str(error),
-                "sram_used_bytes": None,
-                "total_cycles": None,
-                "bytes": {},
-            }
-        return {**result.to_json(), "source": str(self.path), "scored_by": "vela"}
+            return Estimate(
+                sram_pool_bytes=point.sram_pool_bytes,
+                options=config.options,
+                fits=False,
+                sram_used_bytes=None,
+                total_cycles=None,
+                source=str(self.path),
+                unscheduled=str(error),
+            )
+        return result.with_source(str(self.path))
 
 
 def make_evaluator(settings: StudySettings) -> Evaluator:

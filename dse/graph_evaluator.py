@@ -7,12 +7,14 @@ sweep cascader options over saved graphs (golden graphs included) in seconds.
 from __future__ import annotations
 
 import dataclasses
-from functools import lru_cache
 from pathlib import Path
 
 from cascader.core.cascade import CascadeResult, cascade
-from cascader.core.graph_json import GraphDocument, load_graph
+from cascader.core.graph_json import GraphDocument
+from cascader.core.lru import LruCache
 from cascader.core.options import CascaderOptions
+from cascader.ethosu.graph_json import load_graph
+from cascader.point import Estimate
 from dse.cache_stats import CacheCounter
 from dse.errors import BadInput
 from dse.space import DesignPoint
@@ -32,9 +34,7 @@ class GraphEvaluator:
                 "it with `dse graph` or add them as in DESIGN.md"
             )
         self.base_options = self.document.options or CascaderOptions()
-        self._run = lru_cache(maxsize=256)(self._cascade)
-        # The graph (the front half) is built once, before the first trial: a miss, then hits.
-        self.cache = {"front_half": CacheCounter(), "results": CacheCounter()}
+        self._runs = LruCache(256)  # CascadeResult by (options, pool)
 
     def options_for(self, point: DesignPoint) -> CascaderOptions:
         return dataclasses.replace(self.base_options, **point.cascader_options())
@@ -45,29 +45,33 @@ class GraphEvaluator:
         regions[options.cascade_region] = dataclasses.replace(region, size=pool)
         return cascade(self.document.graph, regions, self.document.home_map, options)
 
-    def __call__(self, point: DesignPoint) -> dict:
+    @property
+    def cache(self) -> dict[str, CacheCounter]:
+        """Real hits and misses of the cascader runs this evaluator keeps."""
+        return {"results": CacheCounter(self._runs.hits, self._runs.misses)}
+
+    def __call__(self, point: DesignPoint) -> Estimate:
         options = self.options_for(point)
-        before = self._run.cache_info().hits
-        result = self._run(options, point.sram_pool_bytes)
-        self.cache["results"].count(self._run.cache_info().hits > before)
-        front = self.cache["front_half"]
-        front.count(front.hits + front.misses > 0)
+        key = (options, point.sram_pool_bytes)
+        result = self._runs.lookup(key)
+        if result is None:
+            result = self._cascade(options, point.sram_pool_bytes)
+            self._runs.keep(key, result)
         chosen = result.chosen
-        return {
-            "source": self.source,
-            "scored_by": "cascader",
-            "sram_pool_bytes": point.sram_pool_bytes,
-            "cascader": {"enabled": True, "options": options.to_json()},
-            "fits": chosen.memory_usage <= point.sram_pool_bytes,
-            "sram_used_bytes": int(chosen.memory_usage),
-            "total_cycles": int(chosen.cycles),
-            "npu_cycles": int(chosen.cycles),
-            "inference_time_s": chosen.cycles / self.clock_hz if self.clock_hz else None,
-            "bytes": {},
-            "proposals": len(result.proposals),
-            "chosen_index": result.chosen_index,
-            "cascader_seconds": result.seconds,
-        }
+        return Estimate(
+            sram_pool_bytes=point.sram_pool_bytes,
+            options=options,
+            fits=chosen.memory_usage <= point.sram_pool_bytes,
+            sram_used_bytes=int(chosen.memory_usage),
+            total_cycles=int(chosen.cycles),
+            scored_by="cascader",
+            source=self.source,
+            npu_cycles=int(chosen.cycles),
+            inference_time_s=chosen.cycles / self.clock_hz if self.clock_hz else None,
+            proposals=len(result.proposals),
+            chosen_index=result.chosen_index,
+            cascader_seconds=result.seconds,
+        )
 
 
 def graph_evaluator(path: Path) -> GraphEvaluator:

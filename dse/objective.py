@@ -8,13 +8,14 @@ from importlib.metadata import PackageNotFoundError, version
 
 import optuna
 
+from cascader.point import Estimate
 from dse.space import DesignPoint, SearchSpace
 from dse.study import StudySettings
 from dse.tickets import worker_id
 
-# An evaluator scores one point: it returns the estimate object of DESIGN.md ("fits",
-# "sram_used_bytes", "total_cycles", "bytes", ...).
-Evaluator = Callable[[DesignPoint], dict]
+# An evaluator scores one point: the model's (Vela's model over the point's schedule) or a
+# graph's (the cascader's own cost); both return the typed Estimate trials store.
+Evaluator = Callable[[DesignPoint], Estimate]
 
 FEASIBILITY = "sram_over_pool"
 _DISTS = ("cascader-dse", "apache-tvm", "ethos-u-vela", "optuna", "numpy", "scipy")
@@ -30,25 +31,26 @@ def tool_versions() -> dict[str, str]:
     return found
 
 
-def overflow_kib(metrics: dict, pool: int) -> float:
+def overflow_kib(estimate: Estimate, pool: int) -> float:
     """Optuna's constraint value: 0 when the point fits, else KiB over the pool. A point the
     flow could not schedule at all (no SRAM figure) counts as needing twice the pool."""
-    if metrics["fits"]:
+    if estimate.fits:
         return 0.0
-    used = metrics["sram_used_bytes"]
+    used = estimate.sram_used_bytes
     return max(used - pool, 1) / 1024.0 if used is not None else pool / 1024.0
 
 
-def objective_values(metrics: dict, objectives: tuple[str, ...]) -> list[float]:
+def objective_values(estimate: Estimate, objectives: tuple[str, ...]) -> list[float]:
     """The objectives of a point; infinite for a point without a schedule to score."""
-    if metrics["total_cycles"] is None:
+    if estimate.total_cycles is None or estimate.sram_used_bytes is None:
         return [math.inf] * len(objectives)
+    offchip = estimate.bytes.get("dram", 0) + estimate.bytes.get("offchip_flash", 0)
     pick = {
-        "cycles": lambda m: float(m["total_cycles"]),
-        "sram": lambda m: float(m["sram_used_bytes"]),
-        "offchip": lambda m: float(m["bytes"].get("dram", 0) + m["bytes"].get("offchip_flash", 0)),
+        "cycles": float(estimate.total_cycles),
+        "sram": float(estimate.sram_used_bytes),
+        "offchip": float(offchip),
     }
-    return [pick[name](metrics) for name in objectives]
+    return [pick[name] for name in objectives]
 
 
 def make_objective(
@@ -62,12 +64,12 @@ def make_objective(
     def objective(trial: optuna.Trial) -> list[float]:
         trial.set_user_attr("worker", worker)
         point = space.suggest(trial)
-        metrics = evaluate(point)
-        trial.set_constraint(FEASIBILITY, overflow_kib(metrics, point.sram_pool_bytes))
+        estimate = evaluate(point)
+        trial.set_constraint(FEASIBILITY, overflow_kib(estimate, point.sram_pool_bytes))
         trial.set_user_attr("config", point.to_json())
-        trial.set_user_attr("metrics", metrics)
+        trial.set_user_attr("metrics", estimate.to_json())
         trial.set_user_attr("model_sha256", settings.source_sha256)
         trial.set_user_attr("versions", versions)
-        return objective_values(metrics, settings.objectives)
+        return objective_values(estimate, settings.objectives)
 
     return objective

@@ -8,10 +8,13 @@ from dataclasses import asdict, dataclass, replace
 import optuna
 
 from cascader.core.options import COST_MODELS
+from cascader.ethosu.defaults import POINT_OPTIONS
+from cascader.ir.units import ALIGN
+from cascader.point import PointConfig
 from dse.errors import BadInput
 from dse.sizes import format_size
 
-SRAM_ALIGN = 16
+SRAM_ALIGN = ALIGN  # pools are whole NPU address units
 STRIPE_FACTORS = (2, 3, 4, 5, 6, 8)
 MAX_PLAN_SIZES = (2, 4, 6, 8, 10, 14)
 MAX_PROPOSALS = (16, 32, 64, 128)
@@ -24,13 +27,13 @@ class DesignPoint:
 
     sram_pool_bytes: int
     enable_cascader: bool = True
-    enable_striping: bool = True
-    enable_multi_dimensional_striping: bool = False
-    stripe_factors: int = 5
-    max_plan_size: int = 10
-    max_proposals: int = 64
-    always_copy_size: int = 1024
-    cost_model: str = "tvm"
+    enable_striping: bool = POINT_OPTIONS.enable_striping
+    enable_multi_dimensional_striping: bool = POINT_OPTIONS.enable_multi_dimensional_striping
+    stripe_factors: int = POINT_OPTIONS.stripe_factors
+    max_plan_size: int = POINT_OPTIONS.max_plan_size
+    max_proposals: int = POINT_OPTIONS.max_proposals
+    always_copy_size: int = POINT_OPTIONS.always_copy_size
+    cost_model: str = POINT_OPTIONS.cost_model
 
     def cascader_options(self) -> dict[str, int | bool]:
         """The cascader options of this point (everything but the pool size and the switch;
@@ -38,6 +41,14 @@ class DesignPoint:
         options = asdict(self)
         del options["sram_pool_bytes"], options["enable_cascader"]
         return options
+
+    def config(self, proposal_region_bytes: int | None = None) -> PointConfig:
+        """The point as the pipeline schedules it, its proposals generated for a cascade
+        region of `proposal_region_bytes` (a study's largest pool)."""
+        options = (
+            replace(POINT_OPTIONS, **self.cascader_options()) if self.enable_cascader else None
+        )
+        return PointConfig(self.sram_pool_bytes, options, proposal_region_bytes)
 
     def to_json(self) -> dict[str, int | bool]:
         return asdict(self)

@@ -100,6 +100,26 @@ class NoTicketLeft(Exception):
     """Every issued trial is taken; a worker stops instead of inventing one more."""
 
 
+def _copied(trial: FrozenTrial) -> FrozenTrial:
+    """A trial with dicts of its own, as a read gives it: what this storage remembers is
+    never what it hands out, so a later write it records in its copy (or a caller's write
+    into the trial it got) changes no trial anyone else holds."""
+    return FrozenTrial(
+        number=trial.number,
+        state=trial.state,
+        value=None,
+        values=None if trial.values is None else list(trial.values),
+        datetime_start=trial.datetime_start,
+        datetime_complete=trial.datetime_complete,
+        params=dict(trial.params),
+        distributions=dict(trial.distributions),
+        user_attrs=dict(trial.user_attrs),
+        system_attrs=dict(trial.system_attrs),
+        intermediate_values=dict(trial.intermediate_values),
+        trial_id=trial._trial_id,
+    )
+
+
 class TicketStorage(RDBStorage):
     """An RDB storage that runs only trials issued beforehand (enqueued WAITING trials).
 
@@ -187,25 +207,11 @@ class TicketStorage(RDBStorage):
 
     def get_trial(self, trial_id: int) -> FrozenTrial:
         """The trial this process runs comes from its copy once read (see `__init__`):
-        Optuna reads it whole for its constraints and again to tell it, each a query. The
-        caller gets its own dicts, as from a read: Optuna's `Trial` writes into its copy."""
+        Optuna reads it whole for its constraints and again to tell it, each a query."""
         found = self._copy_of(trial_id)
         if found is None or found.state != TrialState.RUNNING:
             return super().get_trial(trial_id)
-        return FrozenTrial(
-            number=found.number,
-            state=found.state,
-            value=None,
-            values=None if found.values is None else list(found.values),
-            datetime_start=found.datetime_start,
-            datetime_complete=found.datetime_complete,
-            params=dict(found.params),
-            distributions=dict(found.distributions),
-            user_attrs=dict(found.user_attrs),
-            system_attrs=dict(found.system_attrs),
-            intermediate_values=dict(found.intermediate_values),
-            trial_id=found._trial_id,
-        )
+        return _copied(found)
 
     def _copy_of(self, trial_id: int) -> FrozenTrial | None:
         for known in self._known.values():
@@ -246,7 +252,7 @@ class TicketStorage(RDBStorage):
         rest = {i for i, _ in found if i not in same}
         # A trial made since the query is read next time, as if it had come just after.
         trials = self._read_trials(study_id, None, rest, newest) if rest else []
-        return sorted([*trials, *(known[i] for i in same)], key=lambda t: t._trial_id)
+        return sorted([*trials, *(_copied(known[i]) for i in same)], key=lambda t: t._trial_id)
 
     def _read_trials(
         self,
@@ -261,7 +267,7 @@ class TicketStorage(RDBStorage):
         for trial in trials:
             mine = trial.state == TrialState.RUNNING and trial._trial_id in self._claimed
             if trial.state == TrialState.WAITING or mine:
-                known[trial._trial_id] = trial
+                known[trial._trial_id] = _copied(trial)
             else:
                 known.pop(trial._trial_id, None)
         return trials

@@ -6,6 +6,7 @@ from __future__ import annotations
 import optuna
 
 from cascader.ethosu.vela_baseline import VelaError, run_vela
+from cascader.ir.units import align
 from dse.errors import BadInput
 from dse.front import pareto_front
 from dse.sizes import format_size
@@ -25,9 +26,7 @@ def vela_points(study: optuna.Study) -> list[dict]:
 def baseline_budgets(study: optuna.Study, settings: StudySettings) -> list[int]:
     """The SRAM each front point uses (16-byte aligned up) plus powers of two from 64 KiB to
     4 MiB within the study's pool range."""
-    budgets = {
-        -(-t.user_attrs["metrics"]["sram_used_bytes"] // 16) * 16 for t in pareto_front(study)
-    }
+    budgets = {align(t.user_attrs["metrics"]["sram_used_bytes"]) for t in pareto_front(study)}
     size = LADDER_MIN
     while size <= LADDER_MAX:
         if settings.sram_min <= size <= settings.sram_max:

@@ -1,4 +1,5 @@
-"""The cascader core: stripes, plans and proposals, runnable without TVM."""
+"""The cascader core: stripes, plans and proposals, device-neutral and runnable without TVM
+(a device's parts and costs come from above: `cascader.ethosu`)."""
 
 from cascader.core.cascade import CascadeResult, cascade
 from cascader.core.errors import GraphFormatError

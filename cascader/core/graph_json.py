@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from cascader.core.errors import GraphFormatError
 from cascader.core.graph import CascaderGraph
@@ -19,8 +20,6 @@ from cascader.core.options import CascaderOptions
 from cascader.core.part import InlinePart, Part
 from cascader.core.propagator import Propagator
 from cascader.core.tensor import DTYPE_BYTES, Tensor
-from cascader.ethosu.block_config import BlockConfig
-from cascader.ethosu.part import EthosuPart
 
 FORMAT = "cascader-graph"
 VERSION = 1
@@ -42,138 +41,146 @@ class GraphDocument:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
-def _fail(path: str, message: str) -> GraphFormatError:
+def fail(path: str, message: str) -> GraphFormatError:
     return GraphFormatError(f"{path}: {message}")
 
 
-def _get(obj: dict, key: str, path: str) -> Any:
+def require(obj: dict, key: str, path: str) -> Any:
     if key not in obj:
-        raise _fail(f"{path}.{key}" if path else key, "missing")
+        raise fail(f"{path}.{key}" if path else key, "missing")
     return obj[key]
 
 
-def _int(value: Any, path: str, minimum: int | None = None) -> int:
+def read_int(value: Any, path: str, minimum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(path, f"expected an integer, got {value!r}")
+        raise fail(path, f"expected an integer, got {value!r}")
     if minimum is not None and value < minimum:
-        raise _fail(path, f"must be >= {minimum}, got {value}")
+        raise fail(path, f"must be >= {minimum}, got {value}")
     return value
 
 
-def _number(value: Any, path: str) -> float:
+def read_number(value: Any, path: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise _fail(path, f"expected a number, got {value!r}")
+        raise fail(path, f"expected a number, got {value!r}")
     return value
 
 
-def _flag(value: Any, path: str) -> bool:
+def read_flag(value: Any, path: str) -> bool:
     if isinstance(value, bool) or value in (0, 1):
         return bool(value)
-    raise _fail(path, f"expected true/false or 0/1, got {value!r}")
+    raise fail(path, f"expected true/false or 0/1, got {value!r}")
 
 
-def _list(value: Any, path: str) -> list:
+def read_list(value: Any, path: str) -> list:
     if not isinstance(value, list):
-        raise _fail(path, f"expected a list, got {type(value).__name__}")
+        raise fail(path, f"expected a list, got {type(value).__name__}")
     return value
 
 
-def _dict(value: Any, path: str) -> dict:
+def read_dict(value: Any, path: str) -> dict:
     if not isinstance(value, dict):
-        raise _fail(path, f"expected an object, got {type(value).__name__}")
+        raise fail(path, f"expected an object, got {type(value).__name__}")
     return value
 
 
-def _ints(value: Any, path: str, minimum: int | None = None) -> tuple[int, ...]:
-    return tuple(_int(v, f"{path}[{i}]", minimum) for i, v in enumerate(_list(value, path)))
+def read_ints(value: Any, path: str, minimum: int | None = None) -> tuple[int, ...]:
+    return tuple(read_int(v, f"{path}[{i}]", minimum) for i, v in enumerate(read_list(value, path)))
+
+
+@dataclass(frozen=True)
+class PartFields:
+    """What every part of a graph JSON has, read and checked by the core."""
+
+    pid: int
+    inputs: list[Tensor]
+    output: Tensor
+    propagators: list[Propagator]
+    stripe_align_hint: tuple[int, ...] | None
+
+
+class PartReader(Protocol):
+    """Reads the rest of a part of one kind (its `raw` JSON at `path`) into a Part."""
+
+    def __call__(self, raw: dict, path: str, fields: PartFields) -> Part: ...
+
+
+NO_PART_KINDS: Mapping[str, PartReader] = {}
 
 
 def _tensor_ref(value: Any, path: str, tensors: list[Tensor]) -> Tensor:
-    index = _int(value, path, 0)
+    index = read_int(value, path, 0)
     if index >= len(tensors):
-        raise _fail(path, f"no tensor with id {index} ({len(tensors)} tensors)")
+        raise fail(path, f"no tensor with id {index} ({len(tensors)} tensors)")
     return tensors[index]
 
 
 def _read_tensors(raw: Any) -> list[Tensor]:
-    entries = _list(raw, "tensors")
+    entries = read_list(raw, "tensors")
     by_id: dict[int, Tensor] = {}
     for i, entry in enumerate(entries):
         path = f"tensors[{i}]"
-        entry = _dict(entry, path)
-        tid = _int(_get(entry, "id", path), f"{path}.id", 0)
+        entry = read_dict(entry, path)
+        tid = read_int(require(entry, "id", path), f"{path}.id", 0)
         if tid in by_id:
-            raise _fail(f"{path}.id", f"duplicate tensor id {tid}")
+            raise fail(f"{path}.id", f"duplicate tensor id {tid}")
         dtype = entry.get("dtype", "int8")
         if dtype not in DTYPE_BYTES:
-            raise _fail(
-                f"{path}.dtype", f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}"
-            )
-        ratio = _number(entry.get("compression_ratio", 1.0), f"{path}.compression_ratio")
+            raise fail(f"{path}.dtype", f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
+        ratio = read_number(entry.get("compression_ratio", 1.0), f"{path}.compression_ratio")
         if ratio <= 0:
-            raise _fail(f"{path}.compression_ratio", f"must be > 0, got {ratio}")
+            raise fail(f"{path}.compression_ratio", f"must be > 0, got {ratio}")
         tensor = Tensor(
             tid,
-            _ints(_get(entry, "shape", path), f"{path}.shape", 0),
+            read_ints(require(entry, "shape", path), f"{path}.shape", 0),
             dtype,
-            _flag(entry.get("is_constant", False), f"{path}.is_constant"),
+            read_flag(entry.get("is_constant", False), f"{path}.is_constant"),
             ratio,
         )
-        if "size" in entry and _int(entry["size"], f"{path}.size", 0) != tensor.size:
-            raise _fail(
-                f"{path}.size", f"is {entry['size']} but shape and dtype give {tensor.size}"
-            )
+        if "size" in entry and read_int(entry["size"], f"{path}.size", 0) != tensor.size:
+            raise fail(f"{path}.size", f"is {entry['size']} but shape and dtype give {tensor.size}")
         by_id[tid] = tensor
     if sorted(by_id) != list(range(len(by_id))):
-        raise _fail("tensors", "ids must be 0..n-1 (positions in the tensor order)")
+        raise fail("tensors", "ids must be 0..n-1 (positions in the tensor order)")
     return [by_id[i] for i in range(len(by_id))]
 
 
 def _read_propagator(raw: Any, path: str, output_dims: int, input_dims: int) -> Propagator:
-    raw = _dict(raw, path)
-    rows = _list(_get(raw, "transform", path), f"{path}.transform")
+    raw = read_dict(raw, path)
+    rows = read_list(require(raw, "transform", path), f"{path}.transform")
     matrix = [
         [
-            _number(v, f"{path}.transform[{r}][{c}]")
-            for c, v in enumerate(_list(row, f"{path}.transform[{r}]"))
+            read_number(v, f"{path}.transform[{r}][{c}]")
+            for c, v in enumerate(read_list(row, f"{path}.transform[{r}]"))
         ]
         for r, row in enumerate(rows)
     ]
     if len(matrix) != input_dims + 1:
-        raise _fail(f"{path}.transform", f"expected {input_dims + 1} rows, got {len(matrix)}")
+        raise fail(f"{path}.transform", f"expected {input_dims + 1} rows, got {len(matrix)}")
     for r, row in enumerate(matrix):
         if len(row) != output_dims + 1:
-            raise _fail(
+            raise fail(
                 f"{path}.transform[{r}]", f"expected {output_dims + 1} columns, got {len(row)}"
             )
-    offset = _ints(_get(raw, "offset", path), f"{path}.offset")
+    offset = read_ints(require(raw, "offset", path), f"{path}.offset")
     if len(offset) != input_dims:
-        raise _fail(f"{path}.offset", f"expected {input_dims} entries, got {len(offset)}")
+        raise fail(f"{path}.offset", f"expected {input_dims} entries, got {len(offset)}")
     return Propagator(matrix, list(offset))
 
 
-def _read_block_config(raw: Any, path: str) -> BlockConfig:
-    raw = _dict(raw, path)
-    return BlockConfig(
-        _ints(_get(raw, "input_shape", path), f"{path}.input_shape", 0),
-        _ints(_get(raw, "output_shape", path), f"{path}.output_shape", 1),
-        _int(_get(raw, "compute_cycles", path), f"{path}.compute_cycles", 0),
-        _int(_get(raw, "output_cycles", path), f"{path}.output_cycles", 0),
-    )
-
-
-def _read_part(raw: Any, path: str, tensors: list[Tensor]) -> Part:
-    raw = _dict(raw, path)
-    pid = _int(_get(raw, "id", path), f"{path}.id", 0)
-    kind = _get(raw, "kind", path)
+def _read_part(
+    raw: Any, path: str, tensors: list[Tensor], part_kinds: Mapping[str, PartReader]
+) -> Part:
+    raw = read_dict(raw, path)
+    pid = read_int(require(raw, "id", path), f"{path}.id", 0)
+    kind = require(raw, "kind", path)
     inputs = [
         _tensor_ref(v, f"{path}.inputs[{i}]", tensors)
-        for i, v in enumerate(_list(_get(raw, "inputs", path), f"{path}.inputs"))
+        for i, v in enumerate(read_list(require(raw, "inputs", path), f"{path}.inputs"))
     ]
-    output = _tensor_ref(_get(raw, "output", path), f"{path}.output", tensors)
-    raw_props = _list(_get(raw, "propagators", path), f"{path}.propagators")
+    output = _tensor_ref(require(raw, "output", path), f"{path}.output", tensors)
+    raw_props = read_list(require(raw, "propagators", path), f"{path}.propagators")
     if len(raw_props) != len(inputs) or not inputs:
-        raise _fail(
+        raise fail(
             f"{path}.propagators",
             f"expected one propagator per input ({len(inputs)}), got {len(raw_props)}",
         )
@@ -183,131 +190,116 @@ def _read_part(raw: Any, path: str, tensors: list[Tensor]) -> Part:
     ]
     hint = raw.get("stripe_align_hint")
     if hint is not None:
-        hint = _ints(hint, f"{path}.stripe_align_hint", 1)
+        hint = read_ints(hint, f"{path}.stripe_align_hint", 1)
         if len(hint) < len(output.shape):
-            raise _fail(
+            raise fail(
                 f"{path}.stripe_align_hint",
                 f"needs at least {len(output.shape)} entries (output rank), got {len(hint)}",
             )
     if kind == "inline":
         return InlinePart(pid, inputs, output, propagators, hint)
-    if kind != "ethosu":
-        raise _fail(f"{path}.kind", f"expected 'ethosu' or 'inline', got {kind!r}")
-    blocks = [
-        _read_block_config(b, f"{path}.block_configs[{i}]")
-        for i, b in enumerate(_list(_get(raw, "block_configs", path), f"{path}.block_configs"))
-    ]
-    if not blocks:
-        raise _fail(f"{path}.block_configs", "an ethosu part needs at least one block config")
-    weight = _int(raw.get("weight_tensor_idx", -1), f"{path}.weight_tensor_idx", -1)
-    if weight >= len(inputs):
-        raise _fail(f"{path}.weight_tensor_idx", f"{weight} is not an input index")
-    quantum = _ints(_get(raw, "output_quantum", path), f"{path}.output_quantum", 1)
-    if hint is None and len(quantum) < len(output.shape):
-        raise _fail(f"{path}.output_quantum", f"needs at least {len(output.shape)} entries")
-    return EthosuPart(
-        pid,
-        inputs,
-        output,
-        propagators,
-        quantum,
-        _int(raw.get("subkernels", 1), f"{path}.subkernels", 1),
-        blocks,
-        weight,
-        hint,
-        str(raw.get("op", "")),
-    )
+    reader = part_kinds.get(kind)
+    if reader is None:
+        kinds = ", ".join(repr(k) for k in ("inline", *part_kinds))
+        raise fail(f"{path}.kind", f"expected one of {kinds}, got {kind!r}")
+    return reader(raw, path, PartFields(pid, inputs, output, propagators, hint))
 
 
 def _read_regions(raw: Any) -> dict[str, MemoryRegion]:
     regions = {}
-    for name, entry in _dict(raw, "regions").items():
+    for name, entry in read_dict(raw, "regions").items():
         path = f"regions.{name}"
-        entry = _dict(entry, path)
+        entry = read_dict(entry, path)
         if entry.get("name", name) != name:
-            raise _fail(f"{path}.name", f"must match its key {name!r}, got {entry['name']!r}")
+            raise fail(f"{path}.name", f"must match its key {name!r}, got {entry['name']!r}")
         regions[name] = MemoryRegion(
             name=name,
-            size=_int(_get(entry, "size", path), f"{path}.size", 0),
-            read_bandwidth=_number(_get(entry, "read_bandwidth", path), f"{path}.read_bandwidth"),
-            write_bandwidth=_number(
-                _get(entry, "write_bandwidth", path), f"{path}.write_bandwidth"
+            size=read_int(require(entry, "size", path), f"{path}.size", 0),
+            read_bandwidth=read_number(
+                require(entry, "read_bandwidth", path), f"{path}.read_bandwidth"
             ),
-            read_latency=_int(entry.get("read_latency", 0), f"{path}.read_latency", 0),
-            write_latency=_int(entry.get("write_latency", 0), f"{path}.write_latency", 0),
-            burst_length=_int(entry.get("burst_length", 1), f"{path}.burst_length", 1),
+            write_bandwidth=read_number(
+                require(entry, "write_bandwidth", path), f"{path}.write_bandwidth"
+            ),
+            read_latency=read_int(entry.get("read_latency", 0), f"{path}.read_latency", 0),
+            write_latency=read_int(entry.get("write_latency", 0), f"{path}.write_latency", 0),
+            burst_length=read_int(entry.get("burst_length", 1), f"{path}.burst_length", 1),
         )
         for bandwidth in ("read_bandwidth", "write_bandwidth"):
             if getattr(regions[name], bandwidth) <= 0:
-                raise _fail(f"{path}.{bandwidth}", "must be > 0")
+                raise fail(f"{path}.{bandwidth}", "must be > 0")
     return regions
 
 
 def _read_home_map(raw: Any, n_tensors: int) -> dict[int, list[str]]:
     home_map = {}
-    for key, names in _dict(raw, "home_map").items():
+    for key, names in read_dict(raw, "home_map").items():
         path = f"home_map.{key}"
         try:
             tid = int(key)
         except ValueError:
-            raise _fail(path, "keys must be tensor ids") from None
+            raise fail(path, "keys must be tensor ids") from None
         if not 0 <= tid < n_tensors:
-            raise _fail(path, f"no tensor with id {tid}")
-        names = _list(names, path)
+            raise fail(path, f"no tensor with id {tid}")
+        names = read_list(names, path)
         if not names or not all(isinstance(n, str) for n in names):
-            raise _fail(path, "expected a non-empty list of region names")
+            raise fail(path, "expected a non-empty list of region names")
         home_map[tid] = list(names)
     return home_map
 
 
 def _read_options(raw: Any) -> CascaderOptions:
-    raw = _dict(raw, "options")
+    raw = read_dict(raw, "options")
     types = CascaderOptions.field_types()
     values: dict[str, Any] = {}
     for key, value in raw.items():
         path = f"options.{key}"
         kind = types.get(key)
         if kind is None:
-            raise _fail(path, f"unknown option; valid: {', '.join(types)}")
+            raise fail(path, f"unknown option; valid: {', '.join(types)}")
         if kind is bool:
-            values[key] = _flag(value, path)
+            values[key] = read_flag(value, path)
         elif kind is int:
-            values[key] = _int(value, path)
+            values[key] = read_int(value, path)
         elif not isinstance(value, str):
-            raise _fail(path, f"expected a string, got {value!r}")
+            raise fail(path, f"expected a string, got {value!r}")
         else:
             values[key] = value
     return CascaderOptions(**values)
 
 
-def graph_from_json(data: Any) -> GraphDocument:
-    """Parse and validate a graph JSON document (already decoded)."""
-    data = _dict(data, "document")
+def graph_from_json(
+    data: Any, part_kinds: Mapping[str, PartReader] = NO_PART_KINDS
+) -> GraphDocument:
+    """Parse and validate a graph JSON document (already decoded). Parts of kind "inline"
+    are the core's own; every other kind is read by its reader in `part_kinds` (a device's:
+    `cascader.ethosu.graph_json` reads "ethosu" parts)."""
+    data = read_dict(data, "document")
     if data.get("format") != FORMAT:
-        raise _fail("format", f"expected {FORMAT!r}, got {data.get('format')!r}")
+        raise fail("format", f"expected {FORMAT!r}, got {data.get('format')!r}")
     if data.get("version") != VERSION:
-        raise _fail("version", f"expected {VERSION}, got {data.get('version')!r}")
+        raise fail("version", f"expected {VERSION}, got {data.get('version')!r}")
     for key in data:
         if key not in _CORE_FIELDS + _SETUP_FIELDS + EXTRA_FIELDS:
-            raise _fail(key, "unknown top-level field")
-    tensors = _read_tensors(_get(data, "tensors", ""))
-    raw_parts = _list(_get(data, "parts", ""), "parts")
-    parts = [_read_part(p, f"parts[{i}]", tensors) for i, p in enumerate(raw_parts)]
+            raise fail(key, "unknown top-level field")
+    tensors = _read_tensors(require(data, "tensors", ""))
+    raw_parts = read_list(require(data, "parts", ""), "parts")
+    parts = [_read_part(p, f"parts[{i}]", tensors, part_kinds) for i, p in enumerate(raw_parts)]
     parts.sort(key=lambda p: p.id)
     if [p.id for p in parts] != list(range(len(parts))):
-        raise _fail("parts", "ids must be 0..n-1 (positions in the part order)")
+        raise fail("parts", "ids must be 0..n-1 (positions in the part order)")
     inputs = [
         _tensor_ref(v, f"inputs[{i}]", tensors)
-        for i, v in enumerate(_list(_get(data, "inputs", ""), "inputs"))
+        for i, v in enumerate(read_list(require(data, "inputs", ""), "inputs"))
     ]
     outputs = [
         _tensor_ref(v, f"outputs[{i}]", tensors)
-        for i, v in enumerate(_list(_get(data, "outputs", ""), "outputs"))
+        for i, v in enumerate(read_list(require(data, "outputs", ""), "outputs"))
     ]
     try:
         graph = CascaderGraph(tensors, parts, inputs, outputs)
     except ValueError as error:
-        raise _fail("parts", str(error)) from None
+        raise fail("parts", str(error)) from None
     document = GraphDocument(graph)
     if "regions" in data:
         document.regions = _read_regions(data["regions"])
@@ -317,11 +309,11 @@ def graph_from_json(data: Any) -> GraphDocument:
             for tid, names in document.home_map.items():
                 for name in names:
                     if name not in document.regions:
-                        raise _fail(f"home_map.{tid}", f"unknown region {name!r}")
+                        raise fail(f"home_map.{tid}", f"unknown region {name!r}")
     if "options" in data:
         document.options = _read_options(data["options"])
         if document.regions is not None and document.options.cascade_region not in document.regions:
-            raise _fail(
+            raise fail(
                 "options.cascade_region",
                 f"{document.options.cascade_region!r} is not among the regions",
             )
@@ -360,8 +352,11 @@ def graph_to_json(document: GraphDocument) -> dict:
     return data
 
 
-def load_graph(path: str | Path) -> GraphDocument:
-    """Read a graph JSON file. Unreadable or non-JSON files raise GraphFormatError too."""
+def load_graph(
+    path: str | Path, part_kinds: Mapping[str, PartReader] = NO_PART_KINDS
+) -> GraphDocument:
+    """Read a graph JSON file (`graph_from_json`). Unreadable or non-JSON files raise
+    GraphFormatError too."""
     try:
         text = Path(path).read_text()
     except OSError as error:
@@ -372,7 +367,7 @@ def load_graph(path: str | Path) -> GraphDocument:
         raise GraphFormatError(
             f"{path}: not valid JSON ({error.msg} at line {error.lineno})"
         ) from None
-    return graph_from_json(data)
+    return graph_from_json(data, part_kinds)
 
 
 def save_graph(document: GraphDocument, path: str | Path) -> None:

@@ -367,8 +367,8 @@ class PlanContext:
         """What `vela_costs` needs of the areas, per config of `configs` (`costs`: their
         block costs) and area set (leading axis): access cycles per byte per (block config,
         slot), the (slot, region) matrix, the cycles per byte the schedule picks the block
-        by (flow.schedule.fastest_block counts weight elements, not encoded bytes, and no
-        scale-bias fetch; the evaluator then charges both), the IFM block's fetch cycles
+        by (`ethosu.vela_cost.fastest_block` counts weight elements, not encoded bytes, and
+        no scale-bias fetch; the evaluator then charges both), the IFM block's fetch cycles
         and the scale-bias read latencies (None without constants). They depend on the
         stripe shape, not the stripe counts; the shapes not seen yet are worked out
         together, each (slot, area) pair once for all of them."""

@@ -9,10 +9,7 @@ Dedicated_Sram). Everything is laid out in first-use order, so equal inputs give
 
 from __future__ import annotations
 
-import hashlib
 import math
-import weakref
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -42,16 +39,22 @@ from ethosu.vela.api import (
     NpuShape3D,
     NpuTileBox,
     npu_create_driver_payload,
-    npu_encode_bias,
-    npu_encode_weights,
     npu_generate_register_command_stream,
 )
 from ethosu.vela.register_command_stream_util import BASE_PTR_INDEX_MEM2MEM
 
-from cascader.ethosu.core_split import core_shares
 from cascader.ethosu.perf import ScheduledOp
 from cascader.ethosu.vela_arch import default_arch, npu_accelerator
-from cascader.flow.npu_ops import (
+from cascader.ethosu.weights import (
+    core_bias_streams,
+    core_weight_streams,
+    is_part_kernel_first,
+    laid_out,
+)
+from cascader.ir.boxes import Box, copy_box
+from cascader.ir.errors import ScheduleError
+from cascader.ir.layout import BRICK
+from cascader.ir.npu_ops import (
     BinaryElementwise,
     Conv2D,
     Identity,
@@ -62,29 +65,15 @@ from cascader.flow.npu_ops import (
     Quant,
     UnaryElementwise,
 )
-from cascader.flow.schedule import (
-    REGION_CONSTANTS,
-    Box,
-    Buffer,
-    Copy,
-    Schedule,
-    ScheduleError,
-    Stripe,
-    copy_box,
-)
-from cascader.flow.te import SCALE_BIAS_BYTES
+from cascader.ir.schedule import REGION_CONSTANTS, Buffer, Copy, Schedule, Stripe
+from cascader.ir.units import align
 
 __all__ = [
     "Compiled",
     "FunctionStream",
-    "core_bias_streams",
-    "core_weight_streams",
-    "encoded_size",
-    "encoded_weights",
     "generate",
 ]
 
-_ALIGN = 16
 _DTYPES = {
     "int8": NpuDataType.INT8,
     "uint8": NpuDataType.UINT8,
@@ -102,154 +91,15 @@ _ROUNDING = {"TFL": NpuRoundingMode.TFL, "HALF_UP": NpuRoundingMode.NATURAL,
              "NATURAL": NpuRoundingMode.NATURAL}  # fmt: skip
 
 
-def _aligned(n: int) -> int:
-    return -(-n // _ALIGN) * _ALIGN
-
-
 # ---- constants -------------------------------------------------------------------------------
-
-
-def _is_part_kernel_first(op: Conv2D) -> bool:
-    """Vela's traversal choice for a conv2d (better DPU utilisation, always for depth <= 8)."""
-    if op.kind == "depthwise_conv2d":
-        return False
-    _, kh, kw, depth = op.weights.shape
-    kernel = kh * kw
-    depth_use = depth / math.ceil(depth / 32) / 32
-    part_kernel_use = (depth / (math.ceil(depth / 8) * 8)) * (kernel / (math.ceil(kernel / 4) * 4))
-    return part_kernel_use >= depth_use or depth <= 8
-
-
-_ENCODED: dict[tuple, bytes] = {}
-
-
-@dataclass
-class _OpConstants:
-    """One convolution's encoded constants, kept while the op lives: a sweep schedules the
-    same network's ops again and again, slicing the same channels each time."""
-
-    bias_records: np.ndarray | None = None  # (channels, SCALE_BIAS_BYTES) uint8, Vela's records
-    weights: dict[tuple, bytes] = field(default_factory=dict)
-
-
-_BY_OP: weakref.WeakKeyDictionary[Conv2D, _OpConstants] = weakref.WeakKeyDictionary()
-
-
-def _op_constants(op: Conv2D) -> _OpConstants:
-    found = _BY_OP.get(op)
-    if found is None:
-        found = _BY_OP[op] = _OpConstants()
-    return found
-
-
-def _laid_out(streams: list[bytes]) -> bytes:
-    """Per-core streams end to end, each but the last padded so the next starts aligned."""
-    return b"".join(s + bytes(_aligned(len(s)) - len(s)) for s in streams[:-1]) + streams[-1]
-
-
-def core_weight_streams(accelerator: str, op: Conv2D, lo: int, hi: int, depth: int) -> list[bytes]:
-    """Vela's encoding of the weights of output channels [lo, hi) for OFM blocks `depth` deep,
-    one stream per active core."""
-    return [
-        _encoded_weights(accelerator, op, channels, core_depth)
-        for channels, core_depth in core_shares(accelerator, lo, hi, depth)
-    ]
-
-
-def encoded_weights(accelerator: str, op: Conv2D, lo: int, hi: int, depth: int) -> bytes:
-    """The weights of output channels [lo, hi) as the NPU reads them: each core's stream in
-    core order, 16-byte aligned (a single core's is just Vela's encoding)."""
-    return _laid_out(core_weight_streams(accelerator, op, lo, hi, depth))
-
-
-def encoded_size(accelerator: str, ops: Sequence[NpuOp]) -> Callable[[int, int, int, int], int]:
-    """(part, lo, hi, block depth) -> bytes of part `part`'s encoded weights for output
-    channels [lo, hi): what the schedule sizes weight buffers with. It is the length of
-    `encoded_weights`, counted from the cores' streams without joining them (the schedule
-    asks for sizes thousands of times a point)."""
-
-    def size(part: int, lo: int, hi: int, depth: int) -> int:
-        streams = core_weight_streams(accelerator, ops[part], lo, hi, depth)
-        return sum(_aligned(len(s)) for s in streams[:-1]) + len(streams[-1])
-
-    return size
-
-
-def _encoded_weights(accelerator: str, op: Conv2D, channels: slice, depth: int) -> bytes:
-    """Cached per op and slice, and under that by content (equal weights of another op or
-    of a rebuilt network): the scheduler sizes buffers with it, codegen emits it, and a
-    sweep encodes the same slices again and again."""
-    memo = _op_constants(op).weights
-    key = (accelerator, channels.start, channels.stop, channels.step, depth)
-    found = memo.get(key)
-    if found is None:
-        found = memo[key] = _encoded_by_content(accelerator, op, channels, depth)
-    return found
-
-
-def _encoded_by_content(accelerator: str, op: Conv2D, channels: slice, depth: int) -> bytes:
-    weights = op.weights[channels].astype(np.int16) - np.int16(op.weight_zero_point)
-    key = (
-        accelerator,
-        hashlib.sha256(weights.tobytes()).hexdigest(),
-        weights.shape,
-        op.kind,
-        op.kernel.dilation_w,
-        op.kernel.dilation_h,
-        op.ifm.dtype,
-        depth,
-    )
-    found = _ENCODED.get(key)
-    if found is None:
-        found = _ENCODED[key] = _encode(accelerator, op, weights, depth)
-    return found
-
-
-def _encode(accelerator: str, op: Conv2D, weights: np.ndarray, depth: int) -> bytes:
-    traversal = (
-        NpuBlockTraversal.PART_KERNEL_FIRST
-        if _is_part_kernel_first(op)
-        else NpuBlockTraversal.DEPTH_FIRST
-    )
-    encoded = npu_encode_weights(
-        npu_accelerator(accelerator),
-        weights,
-        (op.kernel.dilation_w, op.kernel.dilation_h),
-        8 if op.ifm.dtype in ("int8", "uint8") else 16,
-        depth,
-        op.kind == "depthwise_conv2d",
-        traversal,
-    )
-    return bytes(encoded)
-
-
-def core_bias_streams(accelerator: str, op: Conv2D, lo: int, hi: int, depth: int) -> list[bytes]:
-    """Vela's scale-bias encoding of output channels [lo, hi), one stream per active core."""
-    records = _bias_records(op)
-    return [records[channels].tobytes() for channels, _ in core_shares(accelerator, lo, hi, depth)]
-
-
-def _bias_records(op: Conv2D) -> np.ndarray:
-    """Vela's scale-bias record of each output channel (`npu_encode_bias`), one row each,
-    encoded once per op: a stream is its channels' records end to end."""
-    memo = _op_constants(op)
-    if memo.bias_records is None:
-        packed = b"".join(
-            bytes(npu_encode_bias(np.int64(b), int(m), int(s)))
-            for b, m, s in zip(op.biases, op.multipliers, op.shifts, strict=True)
-        )
-        records = np.frombuffer(packed, dtype=np.uint8).reshape(-1, SCALE_BIAS_BYTES)
-        records.flags.writeable = False
-        memo.bias_records = records
-    return memo.bias_records
 
 
 def _core_ranges(region: int, address: int, streams: list[bytes]) -> list[NpuAddressRange]:
     """Where each core's stream starts in a laid-out payload at `address`."""
     ranges = []
     for stream in streams:
-        ranges.append(NpuAddressRange(region, address, _aligned(len(stream))))
-        address += _aligned(len(stream))
+        ranges.append(NpuAddressRange(region, address, align(len(stream))))
+        address += align(len(stream))
     return ranges
 
 
@@ -264,7 +114,7 @@ class _ConstantPool:
     def add(self, key: object, payload: bytes) -> NpuAddressRange:
         found = self.ranges.get(key)
         if found is None:
-            found = self.ranges[key] = (len(self.data), _aligned(len(payload)))
+            found = self.ranges[key] = (len(self.data), align(len(payload)))
             self.data += payload + bytes(found[1] - len(payload))
         return NpuAddressRange(REGION_CONSTANTS, *found)
 
@@ -281,14 +131,15 @@ class _ConstantPool:
 def _strides(frame: tuple[int, ...], layout: Layout, elem: int) -> NpuShape3D:
     _, _, w, c = frame
     if layout == Layout.NHCWB16:
-        x = 16 * elem
-        return NpuShape3D(height=w * math.ceil(c / 16) * 16 * elem, width=x, depth=x * w)
+        x = BRICK * elem
+        return NpuShape3D(height=w * math.ceil(c / BRICK) * BRICK * elem, width=x, depth=x * w)
     return NpuShape3D(height=w * c * elem, width=c * elem, depth=elem)
 
 
 def _offset(y: int, x: int, c: int, strides: NpuShape3D, layout: Layout, elem: int) -> int:
     if layout == Layout.NHCWB16:
-        return y * strides.height + x * strides.width + (c // 16) * strides.depth + (c % 16) * elem
+        brick, lane = divmod(c, BRICK)
+        return y * strides.height + x * strides.width + brick * strides.depth + lane * elem
     return y * strides.height + x * strides.width + c * elem
 
 
@@ -347,8 +198,8 @@ def _line_starts(box: Box, buf: Buffer, origin: tuple[int, ...]) -> tuple[np.nda
     _, h, w, c = box.shape
     rows = buf.address + np.arange(y0, y0 + h, dtype=np.int64) * strides.height
     if buf.layout == Layout.NHCWB16:
-        bricks = np.arange(c0 // 16, math.ceil((c0 + c) / 16), dtype=np.int64)
-        inner, length = x0 * strides.width + bricks * strides.depth, w * 16 * elem
+        bricks = np.arange(c0 // BRICK, math.ceil((c0 + c) / BRICK), dtype=np.int64)
+        inner, length = x0 * strides.width + bricks * strides.depth, w * BRICK * elem
     else:
         columns = np.arange(x0, x0 + w, dtype=np.int64)
         inner, length = columns * strides.width + c0 * elem, c * elem
@@ -477,7 +328,7 @@ class _Emitter:
         op = net.ops[copy.part]
         lo, hi = copy.box.start[0], copy.box.end[0]
         source = self.constant_range(op, copy.part, copy.what, lo, hi)
-        length = _aligned(source.length)
+        length = align(source.length)
         return [
             NpuDmaOperation(
                 NpuAddressRange(REGION_CONSTANTS, source.address, length),
@@ -489,7 +340,7 @@ class _Emitter:
         key = (what, part, lo, hi)
         found = self.pool.find(key)
         if found is None:
-            found = self.pool.add(key, _laid_out(self.streams(op, part, what, lo, hi)))
+            found = self.pool.add(key, laid_out(self.streams(op, part, what, lo, hi)))
         return found
 
     def streams(self, op: Conv2D, part: int, what: str, lo: int, hi: int) -> list[bytes]:
@@ -601,7 +452,7 @@ class _Emitter:
             if isinstance(op, Conv2D) and op.kind != "depthwise_conv2d":
                 traversal = (
                     NpuBlockTraversal.PART_KERNEL_FIRST
-                    if _is_part_kernel_first(op)
+                    if is_part_kernel_first(op)
                     else NpuBlockTraversal.DEPTH_FIRST
                 )
             found = self._fixed[part] = (kernel, traversal, _activation(op, op.ofm, 0))

@@ -26,6 +26,7 @@ from cascader.ethosu.block_config import BlockConfig
 from cascader.ethosu.npu_op import NpuOpDescription
 from cascader.ethosu.perf_query import performance_query
 from cascader.ethosu.vela_arch import ACCELERATORS, check_accelerator, default_arch, npu_accelerator
+from cascader.ir.layout import BRICK
 
 __all__ = ["ACCELERATORS", "EthosuDevice", "get_device"]
 
@@ -112,7 +113,7 @@ def _block_configs(name: str, op: NpuOpDescription, cull: bool) -> tuple[BlockCo
 def _layout_shapes(blocks: np.ndarray, layout: str) -> np.ndarray:
     """(h, w, d) blocks as the output tensor lays them out: NHCWB16 counts 16-deep bricks."""
     if layout == "NHCWB16":
-        return np.stack([blocks[:, 0], (blocks[:, 2] + 15) // 16, blocks[:, 1]], axis=1)
+        return np.stack([blocks[:, 0], -(-blocks[:, 2] // BRICK), blocks[:, 1]], axis=1)
     return blocks
 
 
@@ -127,7 +128,7 @@ def _pareto_maximal(shapes: np.ndarray) -> np.ndarray:
 
 def _output_layout_shape(block: tuple[int, int, int], layout: str) -> tuple[int, ...]:
     h, w, d = block
-    return (1, h, (d + 15) // 16, w, 16) if layout == "NHCWB16" else (1, h, w, d)
+    return (1, h, -(-d // BRICK), w, BRICK) if layout == "NHCWB16" else (1, h, w, d)
 
 
 @lru_cache(maxsize=65536)

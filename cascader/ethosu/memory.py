@@ -41,6 +41,12 @@ class SystemMemory:
         return self.regions[self.roles[role]]
 
     @property
+    def system(self) -> tuple[str, str, str, Path]:
+        """(accelerator, system config, memory mode, vela.ini): what Vela's per-operation
+        formulas depend on; the pool size is not among them."""
+        return (self.accelerator, self.system_config, self.memory_mode, self.config_path)
+
+    @property
     def arch(self) -> ArchitectureFeatures:
         """Vela's view of this system, for its performance model."""
         return system_arch(

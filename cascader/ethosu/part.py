@@ -150,7 +150,7 @@ class EthosuPart(Part):
         self.vela_block_configs = list(vela_block_configs or block_configs)
         self.weight_tensor_idx = int(weight_tensor_idx)
         # The "vela" model's encoded bytes per weight byte (on top of the tensor's own
-        # ratio) and per encoded stream (see flow.cascader_graph.weight_encoding).
+        # ratio) and per encoded stream (see cascader.ethosu.graph.weight_encoding).
         self.weight_compression = float(weight_compression)
         self.weight_stream_bytes = int(weight_stream_bytes)
         # The inputs an elementwise output may be written over (see `in_place_input`).

@@ -11,18 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from typing import Literal
 
 import numpy as np
 from ethosu.vela.api import NpuBlockOperation
 from ethosu.vela.npu_performance import (
     PassCycles,
-    _estimate_memory_transfer_efficiency,
     make_bandwidth_array,
     make_cycles_array,
-    measure_cycle_cost,
-    measure_element_access,
     measure_mem2mem_cycles,
     update_summary_cycles,
 )
@@ -31,8 +27,8 @@ from ethosu.vela.tensor import BandwidthDirection, MemArea, TensorPurpose
 from cascader.ethosu.device import get_device
 from cascader.ethosu.memory import SystemMemory
 from cascader.ethosu.npu_op import NpuOpDescription
-from cascader.ethosu.perf_query import MEM_AREAS, performance_query
-from cascader.ethosu.vela_arch import system_arch
+from cascader.ethosu.perf_query import MEM_AREAS
+from cascader.ethosu.vela_cost import StripeCost, stripe_cost
 
 __all__ = ["OpPerf", "PerfReport", "ScheduledOp", "evaluate"]
 
@@ -198,7 +194,7 @@ def _evaluate_op(op: ScheduledOp, memory: SystemMemory, prev_slack: float) -> tu
     bws = make_bandwidth_array()  # bytes moved, by area, purpose and direction
     scaled = make_bandwidth_array()  # the same, scaled by each area's transfer efficiency
     copied = op.weight_source_area is not None
-    system = (memory.accelerator, memory.system_config, memory.memory_mode, memory.config_path)
+    system = memory.system
     descs = [NpuOpDescription.from_npu_op(stripe) for stripe in op.stripes]
     costs = [_cost(system, op, d, s) for d, s in zip(descs, op.stripes, strict=True)]
     stripe_cycles = [cost.op_cycles for cost in costs]
@@ -304,69 +300,16 @@ def _weight_streamed_whole(
     )
 
 
-def _cost(system: tuple, op: ScheduledOp, desc: NpuOpDescription, stripe) -> _StripeCost:
-    """`_stripe_cost` of `desc` run with the block config, areas and second operand of
+def _cost(system: tuple, op: ScheduledOp, desc: NpuOpDescription, stripe) -> StripeCost:
+    """`stripe_cost` of `desc` run with the block config, areas and second operand of
     `stripe`, one of the op's stripes."""
     ifm2 = stripe.ifm2
-    return _stripe_cost(
+    return stripe_cost(
         system, desc, tuple(stripe.block_config), op.ifm_area, op.ofm_area, op.ifm2_area,
         op.const_area if stripe.biases else None,
         ifm2.data_type.size_in_bits() if ifm2 is not None else None,
         ifm2.layout.name if ifm2 is not None else None,
     )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class _StripeCost:
-    """Vela's cycle cost and element access of one stripe shape, and its feature-map
-    transfers: (area, direction, bytes, bytes scaled by the area's transfer efficiency)."""
-
-    op_cycles: float
-    op_macs: int
-    const_read: tuple[float, float]  # weight and scale-bias elements read
-    feature_maps: tuple[tuple[str, BandwidthDirection, float, float], ...]
-
-
-@lru_cache(maxsize=65536)
-def _stripe_cost(
-    system: tuple,
-    desc: NpuOpDescription,
-    block: tuple[int, int, int],
-    ifm_area: str,
-    ofm_area: str,
-    ifm2_area: str | None,
-    const_area: str | None,
-    ifm2_bits: int | None,
-    ifm2_layout: str | None,
-) -> _StripeCost:
-    """Cached per system and stripe facts: a schedule runs most ops in many equal stripes,
-    and a sweep's schedules share most of them. None of Vela's per-stripe formulas reads the
-    arena cache size, so the system's arch without the pool gives every pool's numbers."""
-    arch = system_arch(*system[:3], None, system[3])
-    config = get_device(system[0]).vela_block_config(desc, block)
-    query = performance_query(desc, config, ifm_area, ofm_area, ifm2_area, const_area,
-                              ifm2_bits, ifm2_layout)  # fmt: skip
-    cost = measure_cycle_cost(arch, desc.vela_op, desc.faf_op, query)
-    access = measure_element_access(arch, query)
-    moves = []
-
-    def move(area, direction, nbytes, fmt, bits, block, shape):
-        mem = MEM_AREAS[area]
-        scaled = _estimate_memory_transfer_efficiency(
-            arch, direction == BandwidthDirection.Read, mem, fmt, bits, block, shape, nbytes
-        )
-        moves.append((area, direction, nbytes, scaled))
-
-    move(ofm_area, BandwidthDirection.Write, access.ofm_write * query.ofm_bits // 8,
-         query.ofm_format, query.ofm_bits, config.ofm_block, query.ofm_shape)  # fmt: skip
-    move(ifm_area, BandwidthDirection.Read, access.ifm_read[0] * query.ifm_bits // 8,
-         query.ifm_format, query.ifm_bits, config.ifm_block, query.ifm_shape)  # fmt: skip
-    if query.ifm2_shape is not None:
-        move(ifm2_area or ifm_area, BandwidthDirection.Read,
-             access.ifm_read[1] * query.ifm2_bits // 8, query.ifm2_format, query.ifm2_bits,
-             config.ifm_block, query.ifm2_shape)  # fmt: skip
-    const_read = (access.const_read[0], access.const_read[1])
-    return _StripeCost(float(cost.op_cycles), int(cost.op_macs), const_read, tuple(moves))
 
 
 def _weight_copy_cycles(

@@ -9,35 +9,6 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Box:
-    """An axis-aligned block of a tensor: start offset and shape per axis."""
-
-    offset: tuple[int, ...]
-    shape: tuple[int, ...]
-
-    @classmethod
-    def whole(cls, shape: tuple[int, ...]) -> Box:
-        return cls((0,) * len(shape), tuple(shape))
-
-    @property
-    def end(self) -> tuple[int, ...]:
-        return tuple(o + s for o, s in zip(self.offset, self.shape, strict=True))
-
-    def slices(self) -> tuple[slice, ...]:
-        return tuple(slice(o, o + s) for o, s in zip(self.offset, self.shape, strict=True))
-
-    def intersect(self, other: Box) -> Box:
-        """The common part; zero-sized along an axis where they do not overlap."""
-        offset = tuple(max(a, b) for a, b in zip(self.offset, other.offset, strict=True))
-        end = tuple(min(a, b) for a, b in zip(self.end, other.end, strict=True))
-        return Box(offset, tuple(max(e - o, 0) for o, e in zip(offset, end, strict=True)))
-
-    def contains(self, other: Box) -> bool:
-        pairs = zip(self.offset, self.end, other.offset, other.end, strict=True)
-        return all(a <= b and b_end <= a_end for a, a_end, b, b_end in pairs)
-
-
-@dataclass(frozen=True)
 class AxisRead:
     """One spatial axis of a kernel op's read for an output range."""
 

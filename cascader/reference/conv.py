@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from cascader.flow.npu_ops import Conv2D, Padding
-from cascader.reference.boxes import AxisRead, Box, axis_read
+from cascader.ir.boxes import Box
+from cascader.ir.npu_ops import Conv2D, Padding
+from cascader.reference.boxes import AxisRead, axis_read
 from cascader.reference.scaling import apply_scale, output_stage, zero_point
 from cascader.reference.windows import taps, upscale
 
@@ -29,7 +30,7 @@ def _geometry(op: Conv2D, ofm_box: Box) -> tuple[Box, AxisRead, AxisRead, int]:
     block = op.ifm_region or op.ifm.shape
     factor = 1 if op.upscale == "NONE" else 2
     k = op.kernel
-    (n0, y0, x0, c0), (n, h, w, c) = ofm_box.offset, ofm_box.shape
+    (n0, y0, x0, c0), (n, h, w, c) = ofm_box.start, ofm_box.shape
     rows = axis_read(
         y0, h, k.stride_h, (k.height - 1) * k.dilation_h + 1, op.padding.top, block[1], factor
     )
@@ -64,7 +65,7 @@ def conv2d_box(op: Conv2D, ifm_box: np.ndarray, ofm_box: Box) -> np.ndarray:
     weights = op.weights.astype(np.int64) - op.weight_zero_point
     if op.kind == "fully_connected":
         acc = _fully_connected(x, weights).reshape(op.ofm.shape)[ofm_box.slices()]
-        channels = slice(ofm_box.offset[-1], ofm_box.end[-1])
+        channels = slice(ofm_box.start[-1], ofm_box.end[-1])
     else:
         read, rows, cols, multiplier = _geometry(op, ofm_box)
         if x.shape != read.shape:
@@ -72,9 +73,9 @@ def conv2d_box(op: Conv2D, ifm_box: np.ndarray, ofm_box: Box) -> np.ndarray:
         x = upscale(x, op.upscale)
         x = x[:, rows.crop : rows.crop + rows.length, cols.crop : cols.crop + cols.length, :]
         padding = Padding(rows.pad_before, cols.pad_before, rows.pad_after, cols.pad_after)
-        channels = slice(ofm_box.offset[3], ofm_box.end[3])
+        channels = slice(ofm_box.start[3], ofm_box.end[3])
         if op.kind == "depthwise_conv2d":
-            x = x[..., np.arange(channels.start, channels.stop) // multiplier - read.offset[3]]
+            x = x[..., np.arange(channels.start, channels.stop) // multiplier - read.start[3]]
         acc = _spatial(op, x, weights[channels], padding, ofm_box.shape[1:3])
     acc = acc + op.biases[channels].astype(np.int64)
     multipliers = op.multipliers[channels].astype(np.int64)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 from ethosu.vela import scaling
 
-from cascader.flow.npu_ops import BinaryElementwise, NpuTensor, UnaryElementwise
-from cascader.reference.boxes import Box
+from cascader.ir.boxes import Box
+from cascader.ir.npu_ops import BinaryElementwise, NpuTensor, UnaryElementwise
 from cascader.reference.scaling import (
     INT32_MAX,
     INT32_MIN,
@@ -45,7 +45,7 @@ def _operand_box(tensor: NpuTensor, ofm: NpuTensor, ofm_box: Box) -> Box:
     """An operand's part of an OFM box: broadcast axes read their one element."""
     if len(tensor.shape) != len(ofm.shape):
         return Box.whole(tensor.shape)
-    offset = tuple(0 if d == 1 else o for d, o in zip(tensor.shape, ofm_box.offset, strict=True))
+    offset = tuple(0 if d == 1 else o for d, o in zip(tensor.shape, ofm_box.start, strict=True))
     shape = tuple(1 if d == 1 else s for d, s in zip(tensor.shape, ofm_box.shape, strict=True))
     return Box(offset, shape)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from ethosu.vela.scaling import quantise_scale
 
-from cascader.flow.npu_ops import Activation, Identity, Kernel
-from cascader.reference.boxes import Box
+from cascader.ir.boxes import Box
+from cascader.ir.npu_ops import Activation, Identity, Kernel
 from cascader.reference.pooling import global_pooling_scale
 from cascader.reference.scaling import apply_scale, output_stage, zero_point
 
@@ -38,7 +38,7 @@ def identity_reads(op: Identity, ofm_box: Box) -> Box:
     strides = _strides(op)
     offset = tuple(
         s + (i - w) * t
-        for s, i, w, t in zip(source, inside.offset, written.offset, strides, strict=True)
+        for s, i, w, t in zip(source, inside.start, written.start, strides, strict=True)
     )
     if 0 in inside.shape:
         return Box(offset, (0,) * len(offset))
@@ -60,7 +60,7 @@ def identity_box(op: Identity, ifm: np.ndarray, ofm_box: Box) -> np.ndarray:
         source = _requantize(op, source, block=bool(op.region))
     out = np.full(ofm_box.shape, 0 if op.ofm_fill is None else op.ofm_fill, np.dtype(op.ofm.dtype))
     inside = written.intersect(ofm_box)
-    local = tuple(i - o for i, o in zip(inside.offset, ofm_box.offset, strict=True))
+    local = tuple(i - o for i, o in zip(inside.start, ofm_box.start, strict=True))
     out[Box(local, inside.shape).slices()] = source
     return out
 

@@ -17,8 +17,9 @@ import numpy as np
 from ethosu.vela.numeric_util import round_away_zero, round_up_to_int
 from ethosu.vela.scaling import quantise_pooling_scale
 
-from cascader.flow.npu_ops import Kernel, Padding, Pooling
-from cascader.reference.boxes import AxisRead, Box, axis_read
+from cascader.ir.boxes import Box
+from cascader.ir.npu_ops import Kernel, Padding, Pooling
+from cascader.reference.boxes import AxisRead, axis_read
 from cascader.reference.scaling import apply_scale, output_stage, zero_point
 from cascader.reference.windows import taps, upscale
 
@@ -35,7 +36,7 @@ def pooling(op: Pooling, ifm: np.ndarray) -> np.ndarray:
 def _geometry(op: Pooling, ofm_box: Box) -> tuple[Box, AxisRead, AxisRead]:
     factor = 1 if op.upscale == "NONE" else 2
     k = op.kernel
-    (n0, y0, x0, c0), (n, h, w, c) = ofm_box.offset, ofm_box.shape
+    (n0, y0, x0, c0), (n, h, w, c) = ofm_box.start, ofm_box.shape
     _, height, width, depth = op.ifm.shape
     rows = axis_read(
         y0, h, k.stride_h, (k.height - 1) * k.dilation_h + 1, op.padding.top, height, factor

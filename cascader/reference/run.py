@@ -1,4 +1,4 @@
-"""Run legalized NPU functions, and whole models, through the integer reference; and single
+"""Run legalized NPU functions through the integer reference; and single
 ops one OFM box (stripe) at a time, from exactly the input boxes that box reads.
 
 Tensors live in an environment keyed by name, as the legalized ops name them; an op reads a
@@ -10,12 +10,11 @@ of each tensor, NHWC.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from cascader.flow.cascader_graph import model_npu_functions
-from cascader.flow.npu_ops import (
+from cascader.ir.boxes import Box
+from cascader.ir.npu_ops import (
     BinaryElementwise,
     Conv2D,
     Identity,
@@ -24,8 +23,6 @@ from cascader.flow.npu_ops import (
     Pooling,
     UnaryElementwise,
 )
-from cascader.flow.tflite_check import parse_tflite
-from cascader.reference.boxes import Box
 from cascader.reference.conv import conv2d, conv2d_box, conv2d_reads
 from cascader.reference.elementwise import (
     binary_elementwise,
@@ -115,40 +112,3 @@ def run_function(
     for op in function.ops:
         run_op(op, env)
     return [_read(env, name, function.ops[-1]) for name in function.outputs]
-
-
-@dataclass(frozen=True)
-class ModelReference:
-    """A fully NPU model, legalized once, run as often as needed (`hybrid.HybridModel` runs
-    any model, host operators on litert)."""
-
-    function: NpuFunction
-    output_shapes: tuple[tuple[int, ...], ...]
-
-    @classmethod
-    def from_model(cls, model: bytes, name: str = "model") -> ModelReference:
-        functions = model_npu_functions(model)
-        graph = parse_tflite(model, name).Subgraphs(0)
-        in_count, out_count = graph.InputsLength(), graph.OutputsLength()
-        if len(functions) != 1 or len(functions[0].inputs) != in_count:
-            raise ReferenceError(
-                f"{name}: {len(functions)} NPU functions; ModelReference runs models entirely "
-                "on the NPU, HybridModel the others"
-            )
-        if len(functions[0].outputs) != out_count:
-            raise ReferenceError(f"{name}: some outputs are not computed on the NPU")
-        shapes = tuple(
-            tuple(int(d) for d in graph.Tensors(graph.Outputs(i)).ShapeAsNumpy())
-            for i in range(out_count)
-        )
-        return cls(functions[0], shapes)
-
-    def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        outputs = run_function(self.function, inputs)
-        return [o.reshape(s) for o, s in zip(outputs, self.output_shapes, strict=True)]
-
-
-def run_reference(model: bytes, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """The outputs of a fully NPU model for one set of int8 inputs (in the model's input
-    order); `hybrid.run_model` runs any model."""
-    return ModelReference.from_model(model)(inputs)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cascader.flow.npu_ops import Activation, NpuTensor
+from cascader.ir.npu_ops import Activation, NpuTensor
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 _DTYPE_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767)}

@@ -19,12 +19,17 @@ from dataclasses import replace
 
 import numpy as np
 
-from cascader.core.propagator import Propagator
-from cascader.flow.npu_ops import BinaryElementwise, Identity, Layout, NpuOp, NpuTensor
-from cascader.flow.schedule import Box as ScheduleBox
-from cascader.flow.schedule import Buffer, Copy, Network, Schedule, Stripe
-from cascader.flow.te import BRICK, as_feature_maps, propagate_box, stored_shape
-from cascader.reference.boxes import Box
+from cascader.ir.boxes import Box
+from cascader.ir.layout import BRICK, AffineRead, propagate_box, stored_shape
+from cascader.ir.npu_ops import (
+    Identity,
+    Layout,
+    NpuOp,
+    NpuTensor,
+    as_feature_maps,
+    feature_inputs,
+)
+from cascader.ir.schedule import Buffer, Copy, Schedule, ScheduledNetwork, Stripe
 from cascader.reference.run import op_reads, run_op_box
 
 
@@ -32,9 +37,9 @@ class StripeError(RuntimeError):
     """The schedule cannot be executed as written: the message names op, stripe and box."""
 
 
-def propagated_box(propagator: Propagator, ofm_box: Box, ofm: NpuTensor, ifm: NpuTensor) -> Box:
+def propagated_box(propagator: AffineRead, ofm_box: Box, ofm: NpuTensor, ifm: NpuTensor) -> Box:
     """The NHWC box of `ifm` a propagator says the output box `ofm_box` of `ofm` reads."""
-    return Box(*propagate_box(propagator, ofm_box.offset, ofm_box.shape, ofm, ifm))
+    return Box(*propagate_box(propagator, ofm_box.start, ofm_box.shape, ofm, ifm))
 
 
 class _Held:
@@ -67,17 +72,17 @@ class _Held:
             rows = frame[1]
             if box.shape[1] > rows:
                 raise ValueError(f"{box.shape[1]} rows asked of a {rows}-row rolling buffer")
-            pieces, row = [], box.offset[1]
+            pieces, row = [], box.start[1]
             while row < box.end[1]:
                 take = min(box.end[1] - row, rows - row % rows)
-                local = slice(row - box.offset[1], row - box.offset[1] + take)
-                start = (box.offset[0], row % rows, box.offset[2], box.offset[3])
+                local = slice(row - box.start[1], row - box.start[1] + take)
+                start = (box.start[0], row % rows, box.start[2], box.start[3])
                 shape = (box.shape[0], take, box.shape[2], box.shape[3])
                 pieces.append((local, self._frame_slices(start, shape, (0, 0, 0, 0))))
                 row += take
             return pieces
         base = origin if self.buffer.kind == "window" else (0, 0, 0, 0)
-        return [(slice(0, box.shape[1]), self._frame_slices(box.offset, box.shape, base))]
+        return [(slice(0, box.shape[1]), self._frame_slices(box.start, box.shape, base))]
 
     def _frame_slices(self, start, shape, base) -> tuple[slice, ...]:
         rel = [s - b for s, b in zip(start, base, strict=True)]
@@ -125,14 +130,14 @@ def _flat_indices(box: Box, shape: tuple[int, ...]) -> np.ndarray:
     """Row-major flat index, in a tensor of `shape`, of every element of `box`."""
     strides = [math.prod(shape[a + 1 :]) for a in range(len(shape))]
     flat = np.zeros(box.shape, np.int64)
-    for axis, (start, size, stride) in enumerate(zip(box.offset, box.shape, strides, strict=True)):
+    for axis, (start, size, stride) in enumerate(zip(box.start, box.shape, strides, strict=True)):
         index = [1] * len(shape)
         index[axis] = size
         flat += (np.arange(start, start + size, dtype=np.int64) * stride).reshape(index)
     return flat
 
 
-def own_ops(net: Network) -> tuple[NpuOp, ...]:
+def own_ops(net: ScheduledNetwork) -> tuple[NpuOp, ...]:
     """Per part, its op as its function wrote it (feature maps 4-D): each input in the shape
     the op reads it, where the graph gives the producer's shape."""
     ops = tuple(as_feature_maps(op) for f in reversed(net.functions) for op in reversed(f.ops))
@@ -142,20 +147,12 @@ def own_ops(net: Network) -> tuple[NpuOp, ...]:
     return ops
 
 
-def _feature_inputs(op: NpuOp) -> tuple[NpuTensor, ...]:
-    return (op.ifm, op.ifm2) if isinstance(op, BinaryElementwise) else (op.ifm,)
-
-
-def _box(box: ScheduleBox) -> Box:
-    return Box(tuple(box.start), tuple(box.shape))
-
-
 class StripedExecutor:
     """Executes a Schedule on the integer reference. `propagators` (per part id) replaces the
     graph's propagators for the reads, to check a schedule against other propagators."""
 
     def __init__(
-        self, schedule: Schedule, propagators: Mapping[int, Sequence[Propagator]] | None = None
+        self, schedule: Schedule, propagators: Mapping[int, Sequence[AffineRead]] | None = None
     ) -> None:
         net = schedule.network
         self.schedule = schedule
@@ -222,7 +219,7 @@ class StripedExecutor:
                 continue
             held = self._buffer(buffer)
             whole = Box.whole(held.full)
-            held.write(whole, whole.offset, np.asarray(given[name]).reshape(held.full))
+            held.write(whole, whole.start, np.asarray(given[name]).reshape(held.full))
         for step, item in enumerate(self.schedule.steps):
             if self.net.function_of[item.part] != index:
                 continue
@@ -283,7 +280,7 @@ class StripedExecutor:
         wrong = np.argwhere(tags != expected)
         if len(wrong):
             first = tuple(int(v) for v in wrong[0])
-            element = tuple(o + i for o, i in zip(box.offset, first, strict=True))
+            element = tuple(o + i for o, i in zip(box.start, first, strict=True))
             held_tag = int(tags[first])
             holds = "nothing" if held_tag < 0 else f"flat element {held_tag}"
             raise StripeError(
@@ -296,15 +293,15 @@ class StripedExecutor:
         if copy.what != "feature_map":
             self._constants[copy.dest] = (copy.box.start[0], copy.box.start[0] + copy.box.shape[0])
             return
-        box = _box(copy.box)
+        box = copy.box
         shape = self.net.feature_map(copy.tensor).shape
         where = f"step {step}: copy of tensor {copy.tensor} for part {copy.part}"
         values = self._read(where, copy.source, shape, box, None)
-        self._buffer(copy.dest).write(box, box.offset, values)
+        self._buffer(copy.dest).write(box, box.start, values)
 
     def _stripe(self, step: int, stripe: Stripe) -> None:
         op, own = self.net.ops[stripe.part], self.own[stripe.part]
-        ofm = _box(stripe.ofm)
+        ofm = stripe.ofm
         where = f"step {step}: {op.name} (part {stripe.part}) stripe {ofm}"
         if isinstance(own, Identity) and own.operator != "RESHAPE" and own.ofm_fill is None:
             # a block copy into part of its OFM (concatenation) writes only its own region
@@ -314,7 +311,7 @@ class StripedExecutor:
         reads = op_reads(own, ofm)
         propagators = self.propagators[stripe.part]
         inputs: list[np.ndarray | None] = []
-        slots = zip(_feature_inputs(op), _feature_inputs(own), reads, stripe.ifms, strict=True)
+        slots = zip(feature_inputs(op), feature_inputs(own), reads, stripe.ifms, strict=True)
         for slot, (tensor, view, read, (_, index, origin)) in enumerate(slots):
             if index < 0:  # a scalar operand
                 inputs.append(None)
@@ -335,7 +332,7 @@ class StripedExecutor:
                 continue
             local = tuple(
                 slice(r - b, r - b + n)
-                for r, b, n in zip(read.offset, box.offset, read.shape, strict=True)
+                for r, b, n in zip(read.start, box.start, read.shape, strict=True)
             )
             inputs.append(values[local])
         result = run_op_box(own, inputs, ofm)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from cascader.flow.npu_ops import Kernel, Padding
+from cascader.ir.npu_ops import Kernel, Padding
 
 
 def upscale(ifm: np.ndarray, mode: str) -> np.ndarray:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cascader.flow.pipeline import compile_model
+from cascader.pipeline import Session
+from cascader.point import PointConfig
 from dse.commands.estimate import nothing_fits, scored_point
 from dse.config import load_config, point_args
 from dse.errors import BadInput
@@ -20,20 +21,20 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise BadInput(f"-o {out}: exists and is not a directory")
 
-    def run_compile(*point, **kwargs):
-        return compile_model(point[0], out, *point[1:], **kwargs)
+    def run_compile(session: Session, config: PointConfig):
+        return session.compile(config, out)
 
     try:
-        result, point = scored_point(args, args.sram, run_compile)
+        result, point, _ = scored_point(args, args.sram, run_compile)
     except OSError as error:
         raise BadInput(f"cannot write {out}: {error.strerror}") from None
     if not result.fits:
         raise nothing_fits(result)
     schedule = point.schedule
     print(
-        f"wrote {out}: {len(result.report.ops)} NPU ops in "
+        f"wrote {out}: {len(result.ops)} NPU ops in "
         f"{len({schedule.network.function_of[s.part] for s in schedule.steps})} command "
         f"stream(s), scratch {format_size(schedule.scratch_bytes)}, SRAM used "
-        f"{format_size(result.sram_used_bytes)}, {result.report.total_cycles:.0f} cycles"
+        f"{format_size(result.sram_used_bytes)}, {result.total_cycles:.0f} cycles"
     )
     return 0

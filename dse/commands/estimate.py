@@ -7,16 +7,18 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TypeVar
 
 from cascader.core.errors import GraphFormatError
 from cascader.core.options import CascaderOptions
+from cascader.ethosu.defaults import POINT_OPTIONS
 from cascader.ethosu.errors import DeviceConfigError
-from cascader.flow.errors import ModelError
-from cascader.flow.legalize import LegalizeError
-from cascader.flow.pipeline import Estimate, estimate
-from cascader.flow.schedule import ScheduleError
-from dse.defaults import system_defaults
+from cascader.frontend.errors import ModelError
+from cascader.frontend.legalize import LegalizeError
+from cascader.ir.errors import ScheduleError
+from cascader.pipeline import Session
+from cascader.point import Device, Estimate, PointConfig
 from dse.errors import BadInput, NothingFits
 from dse.sizes import format_size
 
@@ -35,7 +37,8 @@ def cascader_options(args: argparse.Namespace) -> CascaderOptions | None:
         "always_copy_size": args.always_copy_size,
         "cost_model": args.cost_model,
     }
-    return CascaderOptions(
+    return replace(
+        POINT_OPTIONS,
         enable_striping=not args.no_striping,
         enable_multi_dimensional_striping=args.multi_dimensional_striping,
         **{k: v for k, v in given.items() if v is not None},
@@ -51,30 +54,23 @@ def nothing_fits(result: Estimate) -> NothingFits:
     )
 
 
-def scored_point(args: argparse.Namespace, sram: int, run: Callable[..., T]) -> T:
-    """`run(model, accelerator, system, mode, sram, options, vela_config,
-    proposal_region_bytes=...)` for the flags' point, library errors turned into BadInput."""
-    system_config, memory_mode = system_defaults(
-        args.accelerator_config, args.system_config, args.memory_mode
-    )
+def scored_point(
+    args: argparse.Namespace, sram: int, run: Callable[[Session, PointConfig], T]
+) -> T:
+    """`run(session, config)` for the flags' point, library errors turned into BadInput."""
+    device = Device(args.accelerator_config, args.system_config, args.memory_mode,
+                    args.vela_config)  # fmt: skip
     try:
-        return run(
-            args.model,
-            args.accelerator_config,
-            system_config,
-            memory_mode,
-            sram,
-            cascader_options(args),
-            args.vela_config,
-            proposal_region_bytes=args.proposal_region,
-        )
+        device.memory(sram)  # names checked before the model is imported
+        session = Session(args.model, device)
+        return run(session, PointConfig(sram, cascader_options(args), args.proposal_region))
     except (ModelError, DeviceConfigError, ScheduleError) as error:
         raise BadInput(str(error)) from None
     except LegalizeError as error:
         raise BadInput(f"{args.model}: {error}") from None
 
 
-def _graph_estimate(args: argparse.Namespace, sram: int) -> dict:
+def _graph_estimate(args: argparse.Namespace, sram: int) -> Estimate:
     from dse.graph_evaluator import graph_evaluator
     from dse.space import DesignPoint
 
@@ -124,9 +120,9 @@ def run(args: argparse.Namespace) -> int:
     if (args.model is None) == (args.graph is None):
         raise BadInput("give exactly one of --model M.tflite or --graph G.json")
     if args.graph is not None:
-        print(json.dumps(_graph_estimate(args, sram), indent=None if args.json else 1))
+        print(json.dumps(_graph_estimate(args, sram).to_json(), indent=None if args.json else 1))
         return 0
-    result = scored_point(args, sram, estimate)
+    result = scored_point(args, sram, Session.score)
     if not result.fits:
         raise nothing_fits(result)
     print(json.dumps(result.to_json()) if args.json else _table(result))

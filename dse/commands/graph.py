@@ -6,29 +6,23 @@ from __future__ import annotations
 import argparse
 
 from cascader.core.graph_json import save_graph
+from cascader.ethosu.defaults import system_defaults
 from cascader.ethosu.errors import DeviceConfigError
+from cascader.ethosu.graph import build_cascader_graph, graph_document
 from cascader.ethosu.memory import system_memory
-from cascader.flow.cascader_graph import build_cascader_graph, graph_document, model_npu_functions
-from cascader.flow.errors import ModelError
-from cascader.flow.frontend import load_tflite
-from cascader.flow.legalize import LegalizeError
+from cascader.frontend.errors import ModelError
+from cascader.frontend.legalize import LegalizeError
+from cascader.frontend.passes import model_npu_functions
+from cascader.frontend.tflite_import import load_tflite
 from dse.errors import BadInput
 
 DEFAULT_SRAM_POOL = 1 << 20  # the cascade region written into the graph; `propose --sram` resizes
 
 
-def system_defaults(args: argparse.Namespace) -> tuple[str, str]:
-    """The system config and memory mode: as given, else the accelerator family's default."""
-    u65 = args.accelerator_config.startswith("ethos-u65")
-    system_config = args.system_config or (
-        "Ethos_U65_High_End" if u65 else "Ethos_U55_High_End_Embedded"
-    )
-    memory_mode = args.memory_mode or ("Dedicated_Sram" if u65 else "Shared_Sram")
-    return system_config, memory_mode
-
-
 def run(args: argparse.Namespace) -> int:
-    system_config, memory_mode = system_defaults(args)
+    system_config, memory_mode = system_defaults(
+        args.accelerator_config, args.system_config, args.memory_mode
+    )
     sram = getattr(args, "sram", None) or DEFAULT_SRAM_POOL
     try:
         memory = system_memory(

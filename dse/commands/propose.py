@@ -6,8 +6,9 @@ import argparse
 import dataclasses
 import json
 
-from cascader.core import CascaderOptions, GraphFormatError, cascade, load_graph
+from cascader.core import CascaderOptions, GraphFormatError, cascade
 from cascader.core.memory_region import MemoryRegion
+from cascader.ethosu.graph_json import load_graph
 from dse.errors import BadInput
 from dse.sizes import format_size
 

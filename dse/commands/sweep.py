@@ -6,15 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
+from cascader.ethosu.defaults import DEFAULT_ACCELERATOR, system_defaults
 from dse.cache_stats import describe, study_cache_stats
 from dse.collector import collected_between_evaluations
-from dse.defaults import (
-    DEFAULT_ACCELERATOR,
-    DEFAULT_OBJECTIVES,
-    SRAM_MAX,
-    SRAM_MIN,
-    system_defaults,
-)
+from dse.defaults import DEFAULT_OBJECTIVES, SRAM_MAX, SRAM_MIN
 from dse.driver import issue_trials, run_parallel, run_trials
 from dse.errors import BadInput
 from dse.evaluators import make_evaluator
@@ -71,6 +66,20 @@ def settings_from_args(args: argparse.Namespace) -> StudySettings:
     )
 
 
+def sweep_settings(args: argparse.Namespace, storage) -> tuple[StudySettings, str]:
+    """The study's name and the settings a sweep runs with: the command line's for a new
+    study; a study that exists (in `storage`, None when there is none yet) runs with its
+    own, and nothing is written to it before the model is checked against them."""
+    settings = settings_from_args(args)
+    SearchSpace(settings.sram_min, settings.sram_max)  # refuses an empty range up front
+    name = args.study or f"{Path(settings.source_path).stem}-{settings.accelerator}"
+    stored = stored_settings(storage, name) if storage is not None else None
+    if stored is not None:
+        given = {field for field, dest in _GIVEN.items() if getattr(args, dest) is not None}
+        settings = continued_settings(name, stored, settings, given)
+    return settings, name
+
+
 def run(args: argparse.Namespace) -> int:
     with collected_between_evaluations():
         return _sweep(args)
@@ -79,18 +88,10 @@ def run(args: argparse.Namespace) -> int:
 def _sweep(args: argparse.Namespace) -> int:
     if bool(args.model) == bool(args.graph):
         raise BadInput("give exactly one of --model M.tflite or --graph G.json")
-    settings = settings_from_args(args)
-    SearchSpace(settings.sram_min, settings.sram_max)  # refuses an empty range up front
     out = Path(args.out)
     storage_url = args.storage or default_storage(out)
-    name = args.study or f"{Path(settings.source_path).stem}-{settings.accelerator}"
-    # A study that exists runs with its own settings; nothing is written to it before the
-    # model is checked against them.
     storage = open_if_present(storage_url)
-    stored = stored_settings(storage, name) if storage is not None else None
-    if stored is not None:
-        given = {field for field, dest in _GIVEN.items() if getattr(args, dest) is not None}
-        settings = continued_settings(name, stored, settings, given)
+    settings, name = sweep_settings(args, storage)
     evaluate = make_evaluator(settings)  # validates the model/graph before the study is touched
     out.mkdir(parents=True, exist_ok=True)
     if storage is None:

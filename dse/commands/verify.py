@@ -10,11 +10,11 @@ import argparse
 import json
 import sys
 
-from cascader.ethosu.memory import system_memory
-from cascader.flow.frontend import load_tflite
+from cascader.pipeline import Session
+from cascader.point import PointConfig
 from cascader.reference.run import ReferenceError
 from cascader.reference.striped import StripeError
-from cascader.verify import Verification, verify_model
+from cascader.verify.point import Verification, verify_point
 from dse.commands.estimate import scored_point
 from dse.config import load_config, point_args
 from dse.errors import BadInput, NothingFits
@@ -54,11 +54,8 @@ def run(args: argparse.Namespace) -> int:
     if args.config is not None:  # the exported point, checked against the model's sha256
         args = point_args(args, load_config(args.config, args.model))
 
-    def run_verify(model, accelerator, system_config, memory_mode, sram, options, vela_config,
-                   proposal_region_bytes=None) -> Verification:  # fmt: skip
-        memory = system_memory(accelerator, system_config, memory_mode, sram, vela_config)
-        return verify_model(load_tflite(model), memory, options, args.samples,
-                            proposal_region_bytes=proposal_region_bytes)  # fmt: skip
+    def run_verify(session: Session, config: PointConfig) -> Verification:
+        return verify_point(session, config, args.samples)
 
     sram = args.sram
     try:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 import tvm
 
-from cascader.flow.frontend import import_tflite
+from cascader.frontend.tflite_import import import_tflite
 from cascader.testing.networks import CATALOGUE
 from cascader.testing.tflite_builder import ModelBuilder
 

@@ -21,8 +21,8 @@ def _no_quantized(op: str) -> tuple[type[Exception], str]:
 _FC_4D = "FULLY_CONNECTED keeps a 4-D input unflattened"
 
 # Cases the stock tvm.relax.frontend.tflite.from_tflite (apache-tvm 0.27.0.post1) gets wrong,
-# with the error it raises; cascader.flow.frontend.import_tflite imports all of them. The list
-# is checked both ways, so it stays exact when TVM changes.
+# with the error it raises; cascader.frontend.tflite_import.import_tflite imports all of them.
+# The list is checked both ways, so it stays exact when TVM changes.
 STOCK_FRONTEND_REJECTS: dict[str, tuple[type[Exception], str]] = {
     "PAD": _no_quantized("PAD"),
     "chain": _no_quantized("PAD"),

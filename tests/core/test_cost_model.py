@@ -15,13 +15,14 @@ from ethosu.vela.npu_performance import (
 from ethosu.vela.shape4d import Shape4D
 from ethosu.vela.tensor import MemArea, TensorFormat
 
-from cascader.core import cascade, load_graph
+from cascader.core import cascade
 from cascader.core.options import CascaderOptions
 from cascader.core.part import BufferMode
 from cascader.core.plan_context import PlanContext, copy_cycles_hint, vela_efficiency
 from cascader.core.stripe_generation import generate_output_stripe_configs
 from cascader.core.tensor import Tensor
 from cascader.core.tensor_config import TensorConfigState
+from cascader.ethosu.graph_json import load_graph
 
 SHARED = Path(
     os.environ.get("CASCADER_SHARED", Path(__file__).resolve().parents[2].parent / "shared")
@@ -193,11 +194,12 @@ def _conv_parts(accelerator: str):
     """kws's conv2d and depthwise parts on `accelerator`, each computed whole: the part, its
     whole-output stripe config, its "vela" block costs, its op description and, for each of
     its "vela" block configs in order, Vela's block config of the same output block."""
+    from sessions import front_half
+
     from cascader.ethosu.device import get_device
+    from cascader.ethosu.graph import npu_op_description
     from cascader.ethosu.part import EthosuPart
-    from cascader.flow.cascader_graph import npu_op_description
-    from cascader.flow.frontend import load_tflite
-    from cascader.flow.pipeline import front_half
+    from cascader.frontend.tflite_import import load_tflite
 
     front = front_half(load_tflite(MODEL), accelerator)
     device = get_device(accelerator)
@@ -327,13 +329,14 @@ def test_vela_cost_ranks_proposals_as_the_evaluator_does():
     KiB to 2 MiB pools, striping on and off, Ethos-U55-256) and the evaluator's cycles of
     their stripe schedules is at least 0.9."""
     from scipy.stats import spearmanr
+    from sessions import front_half
 
-    from cascader.ethosu.codegen import encoded_size, generate
+    from cascader.ethosu.codegen import generate
     from cascader.ethosu.memory import system_memory
     from cascader.ethosu.perf import evaluate
-    from cascader.flow.frontend import load_tflite
-    from cascader.flow.pipeline import front_half, proposals
-    from cascader.flow.schedule import proposal_schedule
+    from cascader.ethosu.weights import encoded_size
+    from cascader.frontend.tflite_import import load_tflite
+    from cascader.schedule.policies import proposal_schedule
 
     system = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
     front = front_half(load_tflite(MODEL), system[0])
@@ -343,7 +346,7 @@ def test_vela_cost_ranks_proposals_as_the_evaluator_does():
         for striping in (True, False):
             options = CascaderOptions(cascade_region=memory.roles["cascade"],
                                       enable_striping=striping, cost_model="vela")  # fmt: skip
-            for proposal in proposals(front, memory, options, pool).proposals:
+            for proposal in front.scheduler.proposals(memory, options, pool).proposals:
                 found.setdefault((proposal.memory_usage, proposal.cycles), proposal)
     memory = system_memory(*system, 2 << 20)
     sizes = encoded_size(system[0], front.network.ops)

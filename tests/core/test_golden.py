@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from cascader.core import cascade, load_graph
+from cascader.core import cascade
+from cascader.ethosu.graph_json import load_graph
 
 SHARED = Path(
     os.environ.get("CASCADER_SHARED", Path(__file__).resolve().parents[2].parent / "shared")

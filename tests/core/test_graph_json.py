@@ -5,8 +5,10 @@ import json
 
 import pytest
 
-from cascader.core import GraphFormatError, cascade, graph_from_json, graph_to_json, load_graph
-from cascader.core.synthetic import GraphBuilder
+from cascader.core import GraphFormatError, cascade, graph_to_json
+from cascader.ethosu.graph_json import ethosu_graph_from_json as graph_from_json
+from cascader.ethosu.graph_json import load_graph
+from cascader.ethosu.synthetic import GraphBuilder
 
 
 def _document():

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from cascader.core import CascaderOptions, cascade
 from cascader.core.pareto import pareto_cull
 from cascader.core.proposal_generation import choose_proposal
-from cascader.core.synthetic import GraphBuilder
+from cascader.ethosu.synthetic import GraphBuilder
 
 OPS = st.sampled_from(["pointwise", "conv3x3", "depthwise", "depthwise_s2", "residual"])
 

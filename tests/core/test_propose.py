@@ -6,7 +6,7 @@ import json
 import pytest
 
 from cascader.core import graph_to_json
-from cascader.core.synthetic import GraphBuilder
+from cascader.ethosu.synthetic import GraphBuilder
 from dse.commands import propose
 from dse.errors import BadInput
 

@@ -14,7 +14,6 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from cascader.core import load_graph
 from cascader.core.floats import f32
 from cascader.core.memory_region import MemoryRegion
 from cascader.core.pareto import cull_plans
@@ -38,6 +37,7 @@ from cascader.core.stripe_config import count_stripes
 from cascader.core.stripe_generation import generate_output_stripe_configs
 from cascader.core.tensor import Tensor
 from cascader.core.tensor_config import TensorConfigState
+from cascader.ethosu.graph_json import load_graph
 from cascader.ethosu.part import _axis_window_sums, _window_sums
 
 SHARED = Path(
@@ -486,11 +486,12 @@ KWS_MODEL = SHARED / "models" / "kws_dscnn.tflite"
 def _flow_document(model=KWS_MODEL):
     """A model (kws) from the flow (its parts know their weights), "vela" cost model,
     multi-dimensional striping."""
+    from sessions import front_half
+
     from cascader.core.options import CascaderOptions
+    from cascader.ethosu.graph import graph_document
     from cascader.ethosu.memory import system_memory
-    from cascader.flow.cascader_graph import graph_document
-    from cascader.flow.frontend import load_tflite
-    from cascader.flow.pipeline import front_half
+    from cascader.frontend.tflite_import import load_tflite
 
     accelerator = "ethos-u55-256"
     front = front_half(load_tflite(str(model)), accelerator)

@@ -8,7 +8,7 @@ from cascader.core.stripe_generation import (
     generate_output_stripe_configs,
     stripe_orders,
 )
-from cascader.core.synthetic import GraphBuilder
+from cascader.ethosu.synthetic import GraphBuilder
 
 # NHWC 3x3 stride-2 convolution with 8 input channels and padding 1.
 CONV_3X3_S2 = Propagator(

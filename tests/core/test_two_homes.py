@@ -8,8 +8,8 @@ import pytest
 from cascader.core.cascade import cascade
 from cascader.core.memory_region import MemoryRegion
 from cascader.core.options import CascaderOptions
-from cascader.core.synthetic import GraphBuilder
 from cascader.core.tensor_config import TensorConfigState
+from cascader.ethosu.synthetic import GraphBuilder
 
 
 def _dedicated_sram(document, sram_size: int):

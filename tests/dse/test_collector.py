@@ -5,7 +5,7 @@ import gc
 import weakref
 
 from cascader.core import cascade
-from cascader.core.synthetic import GraphBuilder
+from cascader.ethosu.synthetic import GraphBuilder
 from dse import collector
 
 

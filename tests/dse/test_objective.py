@@ -8,6 +8,7 @@ from pathlib import Path
 
 import optuna
 
+from cascader.point import Estimate
 from dse.front import pareto_front
 from dse.objective import FEASIBILITY, make_objective
 from dse.report import write_report
@@ -30,16 +31,15 @@ SETTINGS = StudySettings(
 )
 
 
-def _score(point: DesignPoint) -> dict:
+def _score(point: DesignPoint) -> Estimate:
     """A stand-in evaluator with the three outcomes of the flow's estimate: below 64 KiB no
     schedule exists, up to 128 KiB the schedule needs 128 KiB, above that it fits."""
     pool = point.sram_pool_bytes
+    options = point.config().options
     if pool < 64 * 1024:
-        return {"fits": False, "unscheduled": "no proposals", "sram_used_bytes": None,
-                "total_cycles": None, "bytes": {}}  # fmt: skip
+        return Estimate(pool, options, False, None, None, unscheduled="no proposals")
     used = 128 * 1024 if pool <= 128 * 1024 else pool // 2
-    return {"fits": used <= pool, "sram_used_bytes": used, "total_cycles": 10**9 // used,
-            "bytes": {}, "ops": []}  # fmt: skip
+    return Estimate(pool, options, used <= pool, used, 10**9 // used)
 
 
 def test_unscheduled_and_oversized_points_are_infeasible_trials(tmp_path: Path) -> None:

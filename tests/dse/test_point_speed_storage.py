@@ -33,7 +33,10 @@ def test_remembered_tickets_agree_with_the_database(tmp_path: Path) -> None:
     first = mine.get_trials(deepcopy=False)
     again = mine.get_trials(deepcopy=False)
     assert [t.state for t in first] == [optuna.trial.TrialState.WAITING] * 6
-    assert all(a is b for a, b in zip(first, again, strict=True))  # not read again
+    assert [(t.number, t.params, t.system_attrs) for t in again] == [
+        (t.number, t.params, t.system_attrs) for t in first
+    ]
+    assert all(a is not b for a, b in zip(first, again, strict=True))  # each read its own
 
     other = optuna.load_study(study_name="s", storage=open_storage(url, heartbeat=False))
     trial = other.ask()  # another worker claims the first ticket and finishes it
@@ -66,7 +69,7 @@ def test_a_claimed_trial_read_from_memory_shows_every_write(tmp_path: Path) -> N
         trial.set_user_attr(name, {"tuple": (1, 2.5)})  # JSON makes it a list
         trial.set_constraint(f"over_{name}", 1.5)
         running = study.get_trials(deepcopy=False)[trial.number]
-        assert running is study.get_trials(deepcopy=False)[trial.number]  # unchanged: kept
+        assert running == study.get_trials(deepcopy=False)[trial.number]  # unchanged
         seen.append((dict(running.params), dict(running.user_attrs)))
         # Read whole, from memory, it is what the database holds, and the caller's own.
         read = study._storage.get_trial(trial._trial_id)
@@ -106,3 +109,22 @@ def test_trials_run_with_the_collector_paused_and_their_garbage_still_goes(tmp_p
     assert gc.isenabled()
     gc.collect()  # what the block made waits in the oldest generation (dse.collector)
     assert not alive
+
+
+def test_a_trial_handed_out_does_not_change_under_its_holder(tmp_path: Path) -> None:
+    """Optuna's storage contract: what a read returned is the caller's. The storage keeps
+    its own copy of a claimed trial and writes into that, never into one it handed out."""
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(
+        storage=open_storage(url, heartbeat=False), study_name="s", directions=["minimize"] * 2
+    )
+    issue(study, 2, None, "test")
+    waiting = study.get_trials(deepcopy=False)[0]
+    trial = study.ask()
+    held = study._storage.get_trial(trial._trial_id)
+    trial.set_user_attr("metrics", {"cycles": 1})
+    trial.suggest_int("sram_units", 16, 1 << 20, log=True)
+    assert held.user_attrs == {} and held.params == {}
+    assert waiting.state == optuna.trial.TrialState.WAITING and waiting.user_attrs == {}
+    now = study._storage.get_trial(trial._trial_id)
+    assert now.user_attrs == {"metrics": {"cycles": 1}} and "sram_units" in now.params

@@ -9,8 +9,11 @@ import optuna
 import pytest
 
 from cascader.ethosu.vela_arch import DEFAULT_VELA_INI
-from cascader.flow import pipeline
-from dse.cli import main
+from dse.cli import build_parser, main
+from dse.commands.sweep import sweep_settings
+from dse.evaluators import make_evaluator
+from dse.space import DesignPoint
+from dse.study import default_storage, open_if_present
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 
@@ -70,10 +73,15 @@ def test_a_continued_study_generates_proposals_for_its_own_range(tmp_path: Path)
     pool, as its first run's and its workers' are, not for the command line's default."""
     base = ["sweep", "--model", str(EXAMPLE), "--out", str(tmp_path), "--trials", "6", "--json"]
     assert main([*base, "--sram-min", "64KiB", "--sram-max", "256KiB"]) == 0
-    pipeline._CASCADES.clear()
     assert main(base) == 0
-    assert pipeline._CASCADES, "the continued run ran the cascader"
-    assert {key[-1] for key in pipeline._CASCADES} == {256 * 1024}
+    # What the continued run's evaluator was made from, as `dse sweep` makes it.
+    args = build_parser().parse_args(base)
+    settings, _ = sweep_settings(args, open_if_present(default_storage(tmp_path)))
+    evaluate = make_evaluator(settings)
+    evaluate(DesignPoint(128 * 1024))
+    cascades = evaluate.session.scheduler.cascades
+    assert cascades, "the continued study's point ran the cascader"
+    assert {key[-1] for key in cascades} == {256 * 1024}
 
 
 def test_a_continued_study_keeps_its_device_and_objectives(tmp_path: Path) -> None:

@@ -21,22 +21,18 @@ from ethosu.vela.api import (
 from ethosu.vela.high_level_command_stream import NpuStripe
 from ethosu.vela.register_command_stream_util import BASE_PTR_INDEX_MEM2MEM
 from ethosu.vela.weight_compressor import WeightKey
+from sessions import compile_model, front_half
 
 from cascader.core.options import CascaderOptions
-from cascader.ethosu.codegen import (
-    core_bias_streams,
-    core_weight_streams,
-    encoded_weights,
-    generate,
-)
+from cascader.ethosu.codegen import generate
 from cascader.ethosu.memory import system_memory
 from cascader.ethosu.perf import evaluate
 from cascader.ethosu.vela_arch import system_arch
 from cascader.ethosu.vela_baseline import fresh_vela_state
-from cascader.flow.frontend import load_tflite
-from cascader.flow.npu_ops import Conv2D
-from cascader.flow.pipeline import compile_model, front_half, schedule_point
-from cascader.flow.schedule import Stripe
+from cascader.ethosu.weights import core_bias_streams, core_weight_streams, encoded_weights
+from cascader.frontend.tflite_import import load_tflite
+from cascader.ir.npu_ops import Conv2D
+from cascader.ir.schedule import Stripe
 from cascader.testing.networks import CATALOGUE, single_op_model
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
@@ -48,7 +44,7 @@ U65 = ("Ethos_U65_High_End", "Dedicated_Sram")
 def cascaded():
     front = front_half(load_tflite(EXAMPLE), U55[0])
     memory = system_memory(*U55, 256 * 1024)
-    point = schedule_point(front, memory, CascaderOptions(enable_striping=True))
+    point = front.scheduler.schedule_point(memory, CascaderOptions(enable_striping=True))
     return point, generate(point.schedule, U55[0])
 
 
@@ -132,7 +128,7 @@ def test_evaluator_scores_the_compiled_stripes(cascaded) -> None:
 def test_scalar_constants_too_wide_for_the_register_live_in_the_constants() -> None:
     front = front_half(CATALOGUE["SOFTMAX-vector-beta"]().build(), U55[0])
     memory = system_memory(*U55, 256 * 1024)
-    compiled = generate(schedule_point(front, memory, None).schedule, U55[0])
+    compiled = generate(front.scheduler.schedule_point(memory, None).schedule, U55[0])
     elementwise = [
         o for f in compiled.functions for o in f.operations
         if isinstance(o, NpuElementWiseOperation) and o.ifm2 is not None
@@ -220,7 +216,7 @@ def test_per_core_encoding_matches_velas_own_ethos_u65_512_compile(
 def _u65_compiled(model, accelerator: str):
     front = front_half(model, accelerator)
     memory = system_memory(accelerator, *U65, 256 * 1024)
-    point = schedule_point(front, memory, CascaderOptions(enable_striping=True))
+    point = front.scheduler.schedule_point(memory, CascaderOptions(enable_striping=True))
     return point, generate(point.schedule, accelerator)
 
 

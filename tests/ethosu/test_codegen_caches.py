@@ -9,16 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ethosu.vela.api import npu_encode_bias
+from sessions import front_half
 
 from cascader.core.options import CascaderOptions
-from cascader.ethosu import codegen, perf
-from cascader.ethosu.codegen import core_bias_streams, core_weight_streams, generate
-from cascader.ethosu.core_split import core_shares
+from cascader.ethosu import vela_cost, weights
+from cascader.ethosu.codegen import generate
 from cascader.ethosu.memory import system_memory
 from cascader.ethosu.perf import evaluate
-from cascader.flow.frontend import load_tflite
-from cascader.flow.npu_ops import Conv2D
-from cascader.flow.pipeline import front_half, schedule_point
+from cascader.ethosu.weights import core_bias_streams, core_shares, core_weight_streams
+from cascader.frontend.tflite_import import load_tflite
+from cascader.ir.npu_ops import Conv2D
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
@@ -61,20 +61,20 @@ def test_cached_weight_streams_are_a_fresh_encoding(accelerator: str) -> None:
     slices = [(op, lo, op.ofm.shape[3], depth) for op in ops for lo, depth in ((0, 16), (8, 32))]
     cached = [core_weight_streams(accelerator, *s) for s in slices]
     assert [core_weight_streams(accelerator, *s) for s in slices] == cached
-    codegen._BY_OP.clear()
-    codegen._ENCODED.clear()
+    weights._BY_OP.clear()
+    weights._ENCODED.clear()
     assert [core_weight_streams(accelerator, *s) for s in slices] == cached
 
 
 def test_stripe_costs_cached_under_one_pool_are_those_of_another() -> None:
     front = front_half(load_tflite(EXAMPLE), U55[0])
     small, large = (system_memory(*U55, kib * 1024) for kib in (160, 2048))
-    point = schedule_point(front, small, CascaderOptions(enable_striping=True))
+    point = front.scheduler.schedule_point(small, CascaderOptions(enable_striping=True))
     ops = generate(point.schedule, U55[0], command_streams=False).scheduled_ops
-    perf._stripe_cost.cache_clear()
+    vela_cost.stripe_cost.cache_clear()
     evaluate(ops, small)
     warm = evaluate(ops, large)
-    perf._stripe_cost.cache_clear()
+    vela_cost.stripe_cost.cache_clear()
     cold = evaluate(ops, large)
     assert warm == cold
     assert warm.to_json() == cold.to_json()

@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cascader.ethosu.codegen import _copy_runs
-from cascader.flow.npu_ops import Layout
-from cascader.flow.schedule import Box, Buffer
+from cascader.ir.boxes import Box
+from cascader.ir.npu_ops import Layout
+from cascader.ir.schedule import Buffer
 
 
 def _walk(box: Box, buf: Buffer, origin: tuple[int, ...]) -> list[tuple[int, int]]:

@@ -19,15 +19,17 @@ from ethosu.vela.api import (
 )
 from ethosu.vela.npu_performance import measure_mem2mem_cycles
 from ethosu.vela.tensor import MemArea
+from sessions import front_half
 
 from cascader.core.options import CascaderOptions
-from cascader.ethosu.codegen import encoded_size, generate
+from cascader.ethosu.codegen import generate
 from cascader.ethosu.device import get_device
 from cascader.ethosu.memory import system_memory
 from cascader.ethosu.npu_op import NpuOpDescription
 from cascader.ethosu.perf import ScheduledOp, evaluate
-from cascader.flow.pipeline import front_half, schedule_point
-from cascader.flow.schedule import REGION_CONSTANTS, Copy, layer_by_layer_schedule
+from cascader.ethosu.weights import encoded_size
+from cascader.ir.schedule import REGION_CONSTANTS, Copy
+from cascader.schedule.policies import layer_by_layer_schedule
 from cascader.testing.tflite_builder import ModelBuilder
 
 ACCEL = "ethos-u55-256"
@@ -343,7 +345,7 @@ def test_codegen_hands_the_evaluator_every_feature_map_dma_of_the_schedule():
     front = front_half(b.build(), "ethos-u65-256")
     memory = system_memory("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram", 64 * 1024)
     options = CascaderOptions(enable_striping=True, always_copy_size=1 << 20)
-    schedule = schedule_point(front, memory, options).schedule
+    schedule = front.scheduler.schedule_point(memory, options).schedule
     copies = [s for s in schedule.steps if isinstance(s, Copy) and s.what == "feature_map"]
     assert len(copies) > 1
     compiled = generate(schedule, "ethos-u65-256", command_streams=False)

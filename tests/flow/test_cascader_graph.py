@@ -14,22 +14,30 @@ import pytest
 import tvm
 from tvm import te
 
-from cascader.core import CascaderOptions, cascade, load_graph
+from cascader.core import CascaderOptions, cascade
 from cascader.core.graph import CascaderGraph
 from cascader.core.graph_json import graph_to_json, save_graph
 from cascader.core.part import InlinePart
 from cascader.core.stripe_config import StripeConfig
+from cascader.ethosu.graph import build_cascader_graph, graph_document, npu_op_description
+from cascader.ethosu.graph_json import load_graph
 from cascader.ethosu.memory import system_memory
 from cascader.ethosu.part import EthosuPart
-from cascader.flow.cascader_graph import (
-    build_cascader_graph,
-    graph_document,
-    model_npu_functions,
-    npu_op_description,
+from cascader.ethosu.propagation import op_propagation, subkernels
+from cascader.frontend.passes import model_npu_functions
+from cascader.frontend.tflite_import import load_tflite
+from cascader.ir.layout import stored_shape
+from cascader.ir.npu_ops import (
+    Activation,
+    Conv2D,
+    Kernel,
+    Layout,
+    NpuTensor,
+    Padding,
+    Quant,
+    feature_map,
 )
-from cascader.flow.frontend import load_tflite
-from cascader.flow.npu_ops import Activation, Conv2D, Kernel, Layout, NpuTensor, Padding, Quant
-from cascader.flow.te import feature_map, op_propagation, stored_shape, subkernels, te_compute
+from cascader.lowering.te import te_compute
 from cascader.testing.shared import shared_dir
 from dse.cli import main as dse_main
 
@@ -309,8 +317,8 @@ def test_weights_carry_their_encoding_and_the_vela_model_sees_every_block():
     cost model; the tensors keep ratio 1, as the original's "tvm" model counts elements.
     The "vela" model chooses among every valid block config, the "tvm" one among the
     culled list."""
-    from cascader.ethosu.codegen import encoded_weights
-    from cascader.flow.schedule import network
+    from cascader.ethosu.weights import encoded_weights
+    from cascader.schedule.network import network
 
     accelerator = "ethos-u55-256"
     net = network(model_npu_functions(load_tflite(_model("kws_dscnn"))), accelerator)

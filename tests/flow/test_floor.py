@@ -9,16 +9,18 @@ from dataclasses import replace
 
 import pytest
 from flow_models import model_path
+from sessions import estimate, front_half, session
 from test_schedule import check_allocation, check_schedule
 
 from cascader.core.options import CascaderOptions
 from cascader.core.proposal_generation import choose_proposal
-from cascader.ethosu.codegen import encoded_size
 from cascader.ethosu.memory import system_memory
-from cascader.flow.frontend import load_tflite
-from cascader.flow.pipeline import estimate, front_half, proposals
-from cascader.flow.schedule import Stripe, proposal_schedule
-from cascader.verify import verify_model
+from cascader.ethosu.weights import encoded_size
+from cascader.frontend.tflite_import import load_tflite
+from cascader.ir.schedule import Stripe
+from cascader.point import PointConfig
+from cascader.schedule.policies import proposal_schedule
+from cascader.verify.point import verify_point
 from dse.space import SMALLEST, SearchSpace
 
 U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
@@ -37,7 +39,7 @@ def _smallest_schedule(model: bytes, options: CascaderOptions):
     front = front_half(model, U55[0])
     memory = system_memory(*U55, REGION)
     options = replace(options, cascade_region=memory.roles["cascade"])
-    smallest = proposals(front, memory, options, REGION).proposals[0]
+    smallest = front.scheduler.proposals(memory, options, REGION).proposals[0]
     size = encoded_size(U55[0], front.network.ops)
     return smallest, proposal_schedule(front.network, smallest, memory, size, check=False)
 
@@ -72,8 +74,7 @@ def test_the_smallest_options_need_100_kib_less_than_vela_and_run_bit_exactly(
 ) -> None:
     # A pool under every proposal's budget gets the smallest proposal.
     options = CascaderOptions(**SMALLEST.cascader_options())
-    result = verify_model(mobilenet, system_memory(*U55, 128 * 1024), options,
-                          proposal_region_bytes=REGION)  # fmt: skip
+    result = verify_point(session(mobilenet, *U55), PointConfig(128 * 1024, options, REGION))
     schedule = result.point.schedule
     assert result.point.cascade.chosen_index == 0
     assert schedule.sram_bytes < VELA_SIZE_FLOOR - 100 * 1024  # 250.4 KiB when written
@@ -95,7 +96,7 @@ def test_a_pool_gets_a_proposal_whose_schedule_really_fits(mobilenet: bytes) -> 
     memory = system_memory(*U55, pool)
     front = front_half(mobilenet, U55[0])
     cascaded = replace(options, cascade_region=memory.roles["cascade"])
-    generated = proposals(front, memory, cascaded, REGION)
+    generated = front.scheduler.proposals(memory, cascaded, REGION)
     own = generated.proposals[choose_proposal(generated.proposals, pool)]
     assert own.memory_usage < pool
     result = estimate(mobilenet, *U55, pool, options, None, proposal_region_bytes=REGION)

@@ -8,9 +8,9 @@ import tflite
 import tvm
 from flow_models import model_path
 
-from cascader.flow.errors import ModelError
-from cascader.flow.frontend import import_tflite, load_tflite
-from cascader.flow.tflite_check import FLOAT_MESSAGE
+from cascader.frontend.errors import ModelError
+from cascader.frontend.tflite_check import FLOAT_MESSAGE
+from cascader.frontend.tflite_import import import_tflite, load_tflite
 
 
 def _relax_ops(mod: tvm.IRModule) -> set[str]:

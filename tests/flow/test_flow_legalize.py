@@ -7,10 +7,10 @@ import pytest
 from ethosu.vela.scaling import quantise_scale
 from flow_models import act, const, model_path, one_op_model
 
-from cascader.flow.frontend import import_tflite, load_tflite
-from cascader.flow.legalize import choose_layouts, legalize, lut_values, remove_identities
-from cascader.flow.npu_ops import Conv2D, Layout, Quant, UnaryElementwise
-from cascader.flow.partition import partition_for_ethosu
+from cascader.frontend.legalize import choose_layouts, legalize, lut_values, remove_identities
+from cascader.frontend.partition import partition_for_ethosu
+from cascader.frontend.tflite_import import import_tflite, load_tflite
+from cascader.ir.npu_ops import Conv2D, Layout, Quant, UnaryElementwise
 
 # NPU ops per shared model once free reshapes are removed: exactly Vela 5.2's Python core
 # count (shared/baselines/vela_5.2.0.csv, core legacy-python, npu_ops_vela). Its default C++

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 from flow_models import act, const, one_op_model
 
-from cascader.flow.frontend import import_tflite
-from cascader.flow.legalize import legalize
-from cascader.flow.mean import mean_multiplier
-from cascader.flow.npu_ops import BinaryElementwise, Conv2D, Identity, Pooling, Quant
-from cascader.flow.partition import host_ops, partition_for_ethosu
-from cascader.reference.litert import compare_with_litert
+from cascader.frontend.legalize import legalize
+from cascader.frontend.mean import mean_multiplier
+from cascader.frontend.partition import host_ops, partition_for_ethosu
+from cascader.frontend.tflite_import import import_tflite
+from cascader.ir.npu_ops import BinaryElementwise, Conv2D, Identity, Pooling, Quant
 from cascader.testing.networks import single_op_model
+from cascader.verify.litert import compare_with_litert
 
 X = act("x", (1, 8, 8, 4), 0.05, -3)
 I32 = np.int32

@@ -9,9 +9,9 @@ import tvm
 from flow_models import act, const, one_op_model
 from tvm.relax.frontend.tflite import from_tflite
 
-from cascader.flow.frontend import import_tflite
-from cascader.flow.legalize import npu_op_summary
-from cascader.flow.partition import host_ops, partition_for_ethosu
+from cascader.frontend.legalize import npu_op_summary
+from cascader.frontend.partition import host_ops, partition_for_ethosu
+from cascader.frontend.tflite_import import import_tflite
 
 PADS = np.array([[0, 0], [1, 1], [2, 2], [0, 0]], np.int32)
 

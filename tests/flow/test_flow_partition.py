@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from flow_models import act, const, model_path, one_op_model
 
-from cascader.flow.frontend import import_tflite, load_tflite
-from cascader.flow.legalize import npu_op_summary
-from cascader.flow.partition import host_ops, partition_for_ethosu
+from cascader.frontend.legalize import npu_op_summary
+from cascader.frontend.partition import host_ops, partition_for_ethosu
+from cascader.frontend.tflite_import import import_tflite, load_tflite
 
 # Composite counts = the model's TFLite op mix (shared/models/README.md), SOFTMAX included: Vela
 # runs every shared model with 0 CPU ops and so do we. A FULLY_CONNECTED whose TFLite input is

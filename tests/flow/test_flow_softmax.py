@@ -13,11 +13,11 @@ import pytest
 from ethosu.vela.softmax import SoftMax
 from flow_models import MODEL_NAMES, act, model_path, one_op_model
 
-from cascader.flow.frontend import import_tflite, load_tflite
-from cascader.flow.legalize import choose_layouts, legalize, remove_identities
-from cascader.flow.npu_ops import BinaryElementwise, Layout, Pooling, UnaryElementwise
-from cascader.flow.partition import host_ops, partition_for_ethosu
-from cascader.flow.softmax import softmax_shape
+from cascader.frontend.legalize import choose_layouts, legalize, remove_identities
+from cascader.frontend.partition import host_ops, partition_for_ethosu
+from cascader.frontend.softmax import softmax_shape
+from cascader.frontend.tflite_import import import_tflite, load_tflite
+from cascader.ir.npu_ops import BinaryElementwise, Layout, Pooling, UnaryElementwise
 
 IFM_SCALE = 0.0625
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 from flow_models import model_path
+from sessions import front_half
 
 from cascader.core.options import CascaderOptions
 from cascader.ethosu.memory import system_memory
-from cascader.flow.frontend import load_tflite
-from cascader.flow.pipeline import front_half, proposals
+from cascader.frontend.tflite_import import load_tflite
 
 U65 = ("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram")
 
@@ -26,7 +26,7 @@ def test_every_proposal_homes_each_feature_map_once(cost_model: str) -> None:
         options = CascaderOptions(
             cascade_region=memory.roles["cascade"], enable_striping=True, cost_model=cost_model
         )
-        for proposal in proposals(front, memory, options, pool).proposals:
+        for proposal in front.scheduler.proposals(memory, options, pool).proposals:
             agreed: dict[int, str] = {}
             for plan in proposal.plans:
                 said = {c.tensor.id: c.home_region for c in plan.boundary_configs}

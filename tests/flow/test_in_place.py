@@ -11,19 +11,19 @@ import io
 
 import numpy as np
 import pytest
+from sessions import estimate, front_half
 
 from cascader.core.options import CascaderOptions
 from cascader.core.part import in_place_input
 from cascader.ethosu.memory import system_memory
-from cascader.flow import pipeline
-from cascader.flow.frontend import load_tflite
-from cascader.flow.pipeline import Front, estimate, front_half, schedule_point
-from cascader.flow.schedule import Schedule, Stripe
-from cascader.reference.litert import random_inputs
-from cascader.reference.run import ModelReference
+from cascader.frontend.tflite_import import load_tflite
+from cascader.ir.schedule import Schedule, Stripe
+from cascader.pipeline import Front
 from cascader.reference.striped import StripedExecutor
 from cascader.testing.networks import CATALOGUE
 from cascader.testing.shared import shared_dir
+from cascader.verify.litert import random_inputs
+from cascader.verify.model_reference import ModelReference
 
 U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
 VELA = CascaderOptions(enable_striping=True, always_copy_size=0, cost_model="vela")
@@ -55,7 +55,7 @@ def test_add_output_is_written_over_the_branch_not_the_skip() -> None:
     branch (read by the ADD alone): its output takes the branch's bytes, as in Vela, and the
     schedule, run on shared bytes, still equals the reference."""
     model, front = _residual()
-    schedule = schedule_point(front, system_memory(*U55, 64 * KIB), None).schedule
+    schedule = front.scheduler.schedule_point(system_memory(*U55, 64 * KIB), None).schedule
     stripe = _in_place_stripe(schedule)
     slot = in_place_input(front.network.graph.parts[stripe.part])
     out = schedule.buffers[stripe.ofm_buffer]
@@ -74,7 +74,7 @@ def test_executor_runs_on_shared_bytes() -> None:
     ADD's skip input put over its output (the skip is read by both, but the ADD writes over
     it while the next block still needs the old values) changes the result."""
     model, front = _residual()
-    schedule = schedule_point(front, system_memory(*U55, 64 * KIB), None).schedule
+    schedule = front.scheduler.schedule_point(system_memory(*U55, 64 * KIB), None).schedule
     stripe = _in_place_stripe(schedule)
     slot = in_place_input(front.network.graph.parts[stripe.part])
     skip = stripe.ifms[1 - slot][1]
@@ -92,11 +92,12 @@ def test_executor_runs_on_shared_bytes() -> None:
 def _needs(front: Front, options: CascaderOptions) -> list[tuple[int, int]]:
     """(budget, SRAM its schedule really takes) of every proposal for a 1 MiB region."""
     memory = system_memory(*U55, KIB * KIB)
-    generated = pipeline.proposals(front, memory, options, KIB * KIB)
-    base = pipeline._cascade_key(front, memory, options, KIB * KIB)
+    scheduler = front.scheduler
+    generated = scheduler.proposals(memory, options, KIB * KIB)
+    base = scheduler.cascade_key(memory, options, KIB * KIB)
     with contextlib.redirect_stdout(io.StringIO()):  # Vela's allocator warnings
         return [
-            (p.memory_usage, pipeline._need(front, memory, generated, (*base, index)))
+            (p.memory_usage, scheduler.need(memory, generated, (*base, index)))
             for index, p in enumerate(generated.proposals)
         ]
 

@@ -10,12 +10,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from sessions import front_half
 
 from cascader.core.options import CascaderOptions
 from cascader.ethosu.codegen import generate
 from cascader.ethosu.memory import system_memory
-from cascader.flow.frontend import load_tflite
-from cascader.flow.lower import (
+from cascader.frontend.tflite_import import load_tflite
+from cascader.ir.schedule import Copy, Stripe
+from cascader.lowering.lower import (
     CYCLES_ATTR,
     PLAN_ATTR,
     STRIPE_ATTR,
@@ -23,9 +25,7 @@ from cascader.flow.lower import (
     op_attributes,
     plan_nest,
 )
-from cascader.flow.pipeline import front_half, schedule_point
-from cascader.flow.schedule import Copy, Stripe
-from cascader.flow.tir_to_npu import compile_tir, npu_calls, schedule_from_tir
+from cascader.lowering.tir_to_npu import compile_tir, npu_calls, schedule_from_tir
 from cascader.testing.networks import CATALOGUE
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
@@ -36,7 +36,7 @@ STRIPING = CascaderOptions(enable_striping=True)
 
 def _point(model: bytes, system: tuple[str, str, str], pool: int, options):
     front = front_half(model, system[0])
-    return front, schedule_point(front, system_memory(*system, pool), options)
+    return front, front.scheduler.schedule_point(system_memory(*system, pool), options)
 
 
 def _assert_identical(front, point, accelerator: str) -> None:

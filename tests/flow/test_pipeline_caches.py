@@ -1,6 +1,6 @@
-"""What the flow keeps between points of a sweep changes no number: option sets that make the
-same proposals share one cascader run, a pool that reuses a scored proposal gets the score
-computed afresh, and a model file is validated again once it changes."""
+"""What a session keeps between points of a sweep changes no number: option sets that make
+the same proposals share one cascader run, a pool that reuses a scored proposal gets the
+score computed afresh, the caches count real lookups, and a model file is validated."""
 
 from __future__ import annotations
 
@@ -9,23 +9,20 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from sessions import front_half
 
 from cascader.core.cascade import cascade
 from cascader.core.options import CascaderOptions
+from cascader.ethosu.graph import graph_document
 from cascader.ethosu.memory import system_memory
-from cascader.flow import frontend, pipeline
-from cascader.flow.cascader_graph import graph_document
-from cascader.flow.errors import ModelError
-from cascader.flow.frontend import load_tflite
-from cascader.flow.pipeline import estimate, front_half, proposal_options
+from cascader.frontend.errors import ModelError
+from cascader.frontend.tflite_import import load_tflite
+from cascader.pipeline import Session, load_front
+from cascader.point import Device, PointConfig
+from cascader.schedule.point import proposal_options
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
-
-
-def _clear_point_caches() -> None:
-    for cache in (pipeline._CASCADES, pipeline._SCHEDULES, pipeline._SCORES):
-        cache.clear()
 
 
 def test_options_without_striping_make_the_proposals_of_their_normal_form() -> None:
@@ -54,28 +51,25 @@ def test_a_score_reused_for_another_pool_is_that_pools_score() -> None:
     options = CascaderOptions(enable_striping=True)
     pools = (256 * 1024, 256 * 1024 + 4096, 2 * 1024 * 1024)
     region = max(pools)
-    _clear_point_caches()
-    warm = [estimate(str(EXAMPLE), *U55, pool, options, proposal_region_bytes=region)
-            for pool in pools]  # fmt: skip
-    assert len(pipeline._SCORES) < len(pools)  # at least one pool reused a score
+    session = Session(EXAMPLE, Device(*U55))
+    warm = [session.score(PointConfig(pool, options, region)) for pool in pools]
+    assert len(session.scores) < len(pools)  # at least one pool reused a score
+    assert session.scores.hits == len(pools) - len(session.scores)
+    assert session.scheduler.cascades.misses == 1  # one cascader run served every pool
     for pool, found in zip(pools, warm, strict=True):
-        _clear_point_caches()
-        cold = estimate(str(EXAMPLE), *U55, pool, options, proposal_region_bytes=region)
-        assert found == cold
-        assert found.to_json() == cold.to_json()
+        result = Session(EXAMPLE, Device(*U55)).score(PointConfig(pool, options, region))
+        assert found == result
+        assert found.to_json() == result.to_json()
 
 
-def test_a_changed_model_file_is_read_and_validated_again(tmp_path: Path) -> None:
+def test_a_model_file_is_validated_as_it_is_read(tmp_path: Path) -> None:
     model = tmp_path / "model.tflite"
     shutil.copyfile(EXAMPLE, model)
     first = load_tflite(model)
-    assert load_tflite(model) is first  # unchanged: not read again
     model.write_bytes(first[:1000])
     with pytest.raises(ModelError, match="truncated or corrupt"):
         load_tflite(model)
     model.write_bytes(first)
-    assert load_tflite(model) == first
-    frontend._LOADED.clear()
     assert load_tflite(model) == first
 
 
@@ -93,16 +87,14 @@ def test_a_cascader_run_after_others_makes_the_proposals_of_a_fresh_graph() -> N
         replace(multi, stripe_factors=3, cost_model="vela"),
         replace(multi, stripe_factors=4, always_copy_size=0),
     ]
+    shared = load_front(load_tflite(EXAMPLE), U55[0]).network.graph
 
     def run(options: CascaderOptions, fresh: bool) -> list[dict]:
-        if fresh:
-            pipeline._FRONTS.clear()
-        graph = front_half(load_tflite(EXAMPLE), U55[0]).network.graph
+        graph = load_front(load_tflite(EXAMPLE), U55[0]).network.graph if fresh else shared
         document = graph_document(graph, memory, options)
         found = cascade(document.graph, document.regions, document.home_map, document.options)
         return [p.to_json() for p in found.proposals]
 
-    pipeline._FRONTS.clear()
     warm = [run(options, fresh=False) for options in option_sets]
     cold = [run(options, fresh=True) for options in option_sets]
     assert warm == cold

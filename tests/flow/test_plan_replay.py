@@ -10,14 +10,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from sessions import front_half
 
 from cascader.core.options import CascaderOptions
-from cascader.ethosu.codegen import encoded_size
 from cascader.ethosu.memory import system_memory
-from cascader.flow import schedule
-from cascader.flow.frontend import load_tflite
-from cascader.flow.pipeline import front_half, proposals
-from cascader.flow.schedule import Schedule, proposal_schedule
+from cascader.ethosu.weights import encoded_size
+from cascader.frontend.tflite_import import load_tflite
+from cascader.ir.schedule import Schedule
+from cascader.schedule.policies import proposal_schedule
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 SYSTEMS = [
@@ -36,7 +36,7 @@ def _cascade(system: tuple[str, str, str]):
     front = front_half(load_tflite(EXAMPLE), system[0])
     memory = system_memory(*system, REGION)
     options = CascaderOptions(enable_striping=True, cascade_region=memory.roles["cascade"])
-    result = proposals(front, memory, options, REGION)
+    result = front.scheduler.proposals(memory, options, REGION)
     return front.network, memory, result.proposals
 
 
@@ -46,15 +46,15 @@ def test_replayed_plans_schedule_as_built_afresh(system: tuple[str, str, str]) -
     sizes = encoded_size(memory.accelerator, net.ops)
     cold = []
     for proposal in props:
-        schedule._TRACES.clear()
+        net.plan_records.clear()
         cold.append(_facts(proposal_schedule(net, proposal, memory, sizes, check=False)))
-    schedule._TRACES.clear()
+    net.plan_records.clear()
     for proposal in props:  # every plan recorded once
         proposal_schedule(net, proposal, memory, sizes, check=False)
-    recorded = len(schedule._TRACES)
+    recorded = len(net.plan_records)
     assert recorded < sum(len(p.plans) for p in props)  # neighbours share plans
     warm = [_facts(proposal_schedule(net, p, memory, sizes, check=False)) for p in props]
-    assert len(schedule._TRACES) == recorded  # every plan replayed
+    assert len(net.plan_records) == recorded  # every plan replayed
     assert warm == cold
 
 
@@ -62,14 +62,14 @@ def test_a_record_needs_the_weight_sizes_it_was_made_with() -> None:
     net, memory, props = _cascade(SYSTEMS[0])
     sizes = encoded_size(memory.accelerator, net.ops)
     proposal = max(props, key=lambda p: p.memory_usage)  # copies weights into SRAM
-    schedule._TRACES.clear()
+    net.plan_records.clear()
     proposal_schedule(net, proposal, memory, sizes, check=False)
 
     def padded(part: int, lo: int, hi: int, depth: int) -> int:
         return sizes(part, lo, hi, depth) + 64
 
     replayed = proposal_schedule(net, proposal, memory, padded, check=False)
-    schedule._TRACES.clear()
+    net.plan_records.clear()
     fresh = proposal_schedule(net, proposal, memory, padded, check=False)
     assert _facts(replayed) == _facts(fresh)
     assert _facts(fresh) != _facts(proposal_schedule(net, proposal, memory, sizes, check=False))
@@ -83,21 +83,21 @@ def test_plans_of_another_cascader_run_replay_as_built_afresh() -> None:
     sizes = encoded_size(memory.accelerator, net.ops)
     options = CascaderOptions(enable_striping=True, cascade_region=memory.roles["cascade"])
     runs = [
-        proposals(front, memory, replace(options, stripe_factors=k), REGION).proposals
+        front.scheduler.proposals(memory, replace(options, stripe_factors=k), REGION).proposals
         for k in (3, 4)
     ]
     cold = []
     for proposal in runs[1]:
-        schedule._TRACES.clear()
+        net.plan_records.clear()
         cold.append(_facts(proposal_schedule(net, proposal, memory, sizes, check=False)))
-    schedule._TRACES.clear()
+    net.plan_records.clear()
     for proposal in runs[0]:
         proposal_schedule(net, proposal, memory, sizes, check=False)
-    before = len(schedule._TRACES)
+    before = len(net.plan_records)
     warm = [_facts(proposal_schedule(net, p, memory, sizes, check=False)) for p in runs[1]]
-    added = len(schedule._TRACES) - before
-    schedule._TRACES.clear()
+    added = len(net.plan_records) - before
+    net.plan_records.clear()
     for proposal in runs[1]:
         proposal_schedule(net, proposal, memory, sizes, check=False)
     assert warm == cold
-    assert added < len(schedule._TRACES)  # some of the second run's plans were the first's
+    assert added < len(net.plan_records)  # some of the second run's plans were the first's

@@ -10,11 +10,13 @@ import functools
 from pathlib import Path
 
 import pytest
+from sessions import front_half
 
-from cascader.flow.npu_ops import BinaryElementwise, Conv2D, NpuOp, Pooling, UnaryElementwise
-from cascader.flow.pipeline import Front, front_half
-from cascader.flow.te import propagate_box, reads_through_view
-from cascader.reference.boxes import Box
+from cascader.ethosu.propagation import reads_through_view
+from cascader.ir.boxes import Box
+from cascader.ir.layout import propagate_box
+from cascader.ir.npu_ops import BinaryElementwise, Conv2D, NpuOp, Pooling, UnaryElementwise
+from cascader.pipeline import Front
 from cascader.reference.run import op_reads
 from cascader.testing.networks import CATALOGUE, single_op_model
 from cascader.testing.shared import shared_dir
@@ -71,7 +73,7 @@ def _stripes(shape: tuple[int, ...]) -> list[Box]:
 
 
 def propagated_box(propagator, stripe: Box, ofm, ifm) -> Box:
-    return Box(*propagate_box(propagator, stripe.offset, stripe.shape, ofm, ifm))
+    return Box(*propagate_box(propagator, stripe.start, stripe.shape, ofm, ifm))
 
 
 def _plain(op: NpuOp) -> bool:
@@ -122,7 +124,7 @@ def test_bilinear_resize_stripe_reads_its_own_input_rows() -> None:
     op = net.ops[part.id]
     stripe = Box((0, 2, 0, 0), (1, 2, *op.ofm.shape[2:]))
     got = propagated_box(part.propagators[0], stripe, op.ofm, op.ifm)
-    assert (got.offset[1], got.shape[1]) == (1, 2)
+    assert (got.start[1], got.shape[1]) == (1, 2)
     assert got == op_reads(op, stripe)[0]
 
 
@@ -140,4 +142,4 @@ def test_mean_second_row_block_reads_rows_51_to_79() -> None:
     second = next(p for p in sums if net.ops[p.id].ifm_offset[1] == 51)
     op = net.ops[second.id]
     got = propagated_box(second.propagators[0], Box.whole(op.ofm.shape), op.ofm, op.ifm)
-    assert (got.offset[1], got.shape[1]) == (51, 29)
+    assert (got.start[1], got.shape[1]) == (51, 29)

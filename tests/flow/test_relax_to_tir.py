@@ -9,10 +9,10 @@ import pytest
 from tvm import tirx
 
 from cascader.core.options import CascaderOptions
-from cascader.flow.frontend import import_tflite
-from cascader.flow.legalize import ethosu_functions
-from cascader.flow.partition import partition_for_ethosu
-from cascader.flow.relax_to_tir import (
+from cascader.frontend.legalize import ethosu_functions
+from cascader.frontend.partition import partition_for_ethosu
+from cascader.frontend.tflite_import import import_tflite
+from cascader.lowering.relax_to_tir import (
     MANY_POOLS,
     NO_POOL,
     EthosuTarget,
@@ -21,7 +21,7 @@ from cascader.flow.relax_to_tir import (
     relax_to_tir,
     workspace_pool_bytes,
 )
-from cascader.flow.tir_to_npu import npu_calls
+from cascader.lowering.tir_to_npu import npu_calls
 from cascader.testing.networks import CATALOGUE
 
 

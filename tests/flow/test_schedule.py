@@ -9,34 +9,28 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sessions import front_half
 
 from cascader.core.cascade import cascade
 from cascader.core.options import CascaderOptions
 from cascader.core.part import in_place_input
-from cascader.ethosu.codegen import encoded_weights, generate
+from cascader.ethosu.codegen import generate
+from cascader.ethosu.graph import graph_document
 from cascader.ethosu.memory import system_memory
 from cascader.ethosu.perf import evaluate
-from cascader.flow.cascader_graph import graph_document
-from cascader.flow.frontend import load_tflite
-from cascader.flow.npu_ops import Conv2D, Identity
-from cascader.flow.pipeline import front_half, schedule_point
-from cascader.flow.schedule import (
-    Box,
-    Copy,
-    Schedule,
-    ScheduleError,
-    Stripe,
-    copy_box,
-    input_boxes,
-    layer_by_layer_schedule,
-    proposal_schedule,
-)
-from cascader.reference.litert import random_inputs
-from cascader.reference.run import ModelReference
+from cascader.ethosu.weights import encoded_weights
+from cascader.frontend.tflite_import import load_tflite
+from cascader.ir.boxes import Box, copy_box, input_boxes
+from cascader.ir.errors import ScheduleError
+from cascader.ir.npu_ops import Conv2D, Identity
+from cascader.ir.schedule import Copy, Schedule, Stripe
 from cascader.reference.striped import StripedExecutor
+from cascader.schedule.policies import layer_by_layer_schedule, proposal_schedule
 from cascader.testing.networks import CATALOGUE
 from cascader.testing.shared import shared_dir
 from cascader.testing.tflite_builder import ModelBuilder
+from cascader.verify.litert import random_inputs
+from cascader.verify.model_reference import ModelReference
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
@@ -201,7 +195,7 @@ def test_layer_by_layer_schedule_runs_every_op_whole_with_copied_constants(examp
 )
 def test_cascaded_schedule_reads_only_what_was_written(example, options) -> None:
     memory = system_memory(*U55, 256 * 1024)
-    point = schedule_point(example, memory, replace(options, cascade_region="sram"))
+    point = example.scheduler.schedule_point(memory, replace(options, cascade_region="sram"))
     check_schedule(point.schedule)
     check_allocation(point.schedule)
     assert point.fits
@@ -213,7 +207,7 @@ def test_cascaded_schedule_reads_only_what_was_written(example, options) -> None
 
 def test_striped_plans_interleave_and_roll(example) -> None:
     memory = system_memory(*U55, 256 * 1024)
-    point = schedule_point(example, memory, CascaderOptions(enable_striping=True))
+    point = example.scheduler.schedule_point(memory, CascaderOptions(enable_striping=True))
     schedule = point.schedule
     kinds = {b.kind for b in schedule.buffers}
     assert {"tensor", "window"} <= kinds
@@ -229,7 +223,7 @@ def test_striped_plans_interleave_and_roll(example) -> None:
 def test_u65_puts_the_cascade_in_sram_and_the_arena_in_dram(example) -> None:
     front = front_half(load_tflite(EXAMPLE), U65[0])
     memory = system_memory(*U65, 128 * 1024)
-    point = schedule_point(front, memory, CascaderOptions(enable_striping=True))
+    point = front.scheduler.schedule_point(memory, CascaderOptions(enable_striping=True))
     check_schedule(point.schedule)
     check_allocation(point.schedule)
     areas = {b.area for b in point.schedule.buffers}
@@ -249,7 +243,7 @@ def test_a_pool_too_small_for_the_smallest_proposal_is_refused(example) -> None:
     assert smallest.memory_usage > memory.sram_bytes
     with pytest.raises(ScheduleError, match="bytes of SRAM but the pool has 32768"):
         proposal_schedule(example.network, smallest, memory, _sizer(example, U55[0]))
-    point = schedule_point(example, memory, CascaderOptions())
+    point = example.scheduler.schedule_point(memory, CascaderOptions())
     assert not point.fits
 
 
@@ -260,14 +254,14 @@ def test_builder_models_schedule_validly(name: str) -> None:
     front = front_half(CATALOGUE[name]().build(), U55[0])
     memory = system_memory(*U55, 256 * 1024)
     for options in (None, CascaderOptions(enable_striping=True)):
-        point = schedule_point(front, memory, options)
+        point = front.scheduler.schedule_point(memory, options)
         check_schedule(point.schedule)
         check_allocation(point.schedule)
 
 
 def test_schedules_are_deterministic(example) -> None:
     memory = system_memory(*U55, 256 * 1024)
-    runs = [schedule_point(example, memory, CascaderOptions(enable_striping=True))
+    runs = [example.scheduler.schedule_point(memory, CascaderOptions(enable_striping=True))
             for _ in range(2)]  # fmt: skip
     first, second = (r.schedule for r in runs)
     assert first.steps == second.steps
@@ -304,7 +298,7 @@ def test_copied_feature_maps_and_channel_stripes_compile(name, system, options) 
     stripes of brick-layout tensors give valid schedules Vela's command-stream generator
     accepts (it checks every address's alignment)."""
     front = front_half(CATALOGUE[name]().build(), system[0])
-    point = schedule_point(front, system_memory(*system, 64 * 1024), options)
+    point = front.scheduler.schedule_point(system_memory(*system, 64 * 1024), options)
     check_schedule(point.schedule)
     check_allocation(point.schedule)
     compiled = generate(point.schedule, system[0])
@@ -314,7 +308,7 @@ def test_copied_feature_maps_and_channel_stripes_compile(name, system, options) 
 def test_u65_copies_feature_maps_into_sram_stripe_by_stripe() -> None:
     front = front_half(load_tflite(EXAMPLE), U65[0])
     options = CascaderOptions(enable_striping=True, always_copy_size=1 << 20)
-    point = schedule_point(front, system_memory(*U65, 64 * 1024), options)
+    point = front.scheduler.schedule_point(system_memory(*U65, 64 * 1024), options)
     copies = [s for s in point.schedule.steps if isinstance(s, Copy) and s.what == "feature_map"]
     assert copies
     assert all(point.schedule.buffers[c.source].area == "dram" for c in copies)
@@ -337,7 +331,7 @@ def _two_functions() -> bytes:
 def test_host_ops_split_the_schedule_into_functions(options) -> None:
     front = front_half(_two_functions(), U55[0])
     assert len(front.network.functions) == 2 and front.host_ops
-    point = schedule_point(front, system_memory(*U55, 256 * 1024), options)
+    point = front.scheduler.schedule_point(system_memory(*U55, 256 * 1024), options)
     schedule = point.schedule
     check_schedule(schedule)
     check_allocation(schedule)
@@ -411,7 +405,7 @@ def test_u65_cascades_a_fully_connected_chain() -> None:
     front = front_half(b.build(), U65[0])
     for copy_size in (1024, 1 << 20):
         options = CascaderOptions(enable_striping=True, always_copy_size=copy_size)
-        point = schedule_point(front, system_memory(*U65, 64 * 1024), options)
+        point = front.scheduler.schedule_point(system_memory(*U65, 64 * 1024), options)
         assert point.cascade.proposals and point.fits
         check_schedule(point.schedule)
         check_allocation(point.schedule)
@@ -479,7 +473,7 @@ def test_cascader_double_buffers_a_one_stripe_plans_copied_weights() -> None:
     front = front_half(model, U55[0])
     memory = system_memory(*U55, 192 * 1024)
     options = CascaderOptions(always_copy_size=1 << 20)  # no striping: every plan one stripe
-    point = schedule_point(front, memory, options)
+    point = front.scheduler.schedule_point(memory, options)
     schedule = point.schedule
     check_schedule(schedule)
     check_allocation(schedule)
@@ -509,7 +503,7 @@ def test_cascader_double_buffers_when_the_slices_only_add_alignment() -> None:
         enable_striping=True, stripe_factors=5, max_plan_size=10, max_proposals=64,
         always_copy_size=0, cost_model="vela",
     )  # fmt: skip
-    point = schedule_point(front, memory, options, proposal_region_bytes=4 << 20)
+    point = front.scheduler.schedule_point(memory, options, proposal_region_bytes=4 << 20)
     schedule = point.schedule
     assert point.fits
     check_schedule(schedule)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from cascader.reference.run import ModelReference
 from cascader.testing.networks import CATALOGUE
+from cascader.verify.model_reference import ModelReference
 
 
 @dataclass(frozen=True)

@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sessions import front_half
 
 from cascader.core.options import CascaderOptions
 from cascader.ethosu.memory import system_memory
-from cascader.flow.cascader_graph import model_npu_functions
-from cascader.flow.pipeline import Point, front_half, schedule_point
-from cascader.flow.schedule import Stripe
-from cascader.reference.hybrid import HostStep, HybridModel, NpuStep, run_model
-from cascader.reference.litert import litert_outputs, random_inputs
+from cascader.frontend.passes import model_npu_functions
+from cascader.ir.schedule import Stripe
 from cascader.reference.run import ReferenceError, run_function
 from cascader.reference.striped import StripedExecutor, StripeError
+from cascader.schedule.point import Point
 from cascader.testing.networks import CATALOGUE, host_op
 from cascader.testing.tflite_builder import ModelBuilder
+from cascader.verify.hybrid import HostStep, HybridModel, NpuStep, run_model
+from cascader.verify.litert import litert_outputs, random_inputs
 
 
 def _sandwich() -> bytes:
@@ -137,7 +138,7 @@ def _point(model: bytes, mode: str, pool: str) -> Point:
 
     def at(size: int) -> Point:
         memory = system_memory("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram", size)
-        return schedule_point(front, memory, _CASCADER[mode])
+        return front.scheduler.schedule_point(memory, _CASCADER[mode])
 
     return at(1 << 20 if pool == "1MiB" else at(1024).schedule.sram_bytes)
 

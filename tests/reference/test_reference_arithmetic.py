@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cascader.flow.cascader_graph import model_npu_functions
-from cascader.flow.npu_ops import Activation, Conv2D, NpuTensor, Quant, UnaryElementwise
+from cascader.frontend.passes import model_npu_functions
+from cascader.ir.npu_ops import Activation, Conv2D, NpuTensor, Quant, UnaryElementwise
 from cascader.reference.elementwise import unary_elementwise
-from cascader.reference.litert import litert_outputs
-from cascader.reference.run import ModelReference
 from cascader.reference.scaling import apply_scale
 from cascader.testing.networks import single_op_model
 from cascader.testing.tflite_writer import OperatorDef, TensorDef, write_model
+from cascader.verify.litert import litert_outputs
+from cascader.verify.model_reference import ModelReference
 
 
 def _tflite_multiply_by_quantized_multiplier(x: int, multiplier: int, shift: int) -> int:

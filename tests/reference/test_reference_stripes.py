@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 from reference_cases import legalized_case
 
-from cascader.flow.npu_ops import Identity, NpuFunction, NpuOp
-from cascader.reference.boxes import Box
-from cascader.reference.litert import random_inputs
-from cascader.reference.run import ModelReference, op_reads, run_op, run_op_box
+from cascader.ir.boxes import Box
+from cascader.ir.npu_ops import Identity, NpuFunction, NpuOp
+from cascader.reference.run import op_reads, run_op, run_op_box
 from cascader.testing.networks import CATALOGUE, single_op_model
 from cascader.testing.shared import shared_dir
+from cascader.verify.litert import random_inputs
+from cascader.verify.model_reference import ModelReference
 
 _CASES = sorted(set(CATALOGUE) - {"mobilenet_like"})
 
@@ -30,7 +31,7 @@ def _stripes(region: Box) -> list[Box]:
     """A grid of boxes covering `region`: H in 3, W in 2, C in 2 (4-D), the last axis in 3."""
     parts = (1, 3, 2, 2) if len(region.shape) == 4 else (1,) * (len(region.shape) - 1) + (3,)
     axes = [
-        [(region.offset[a] + o, s) for o, s in _cuts(region.shape[a], p)]
+        [(region.start[a] + o, s) for o, s in _cuts(region.shape[a], p)]
         for a, p in enumerate(parts)
     ]
     return [

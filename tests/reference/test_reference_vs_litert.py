@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from reference_cases import legalized_case
 
-from cascader.reference.litert import compare_with_litert
 from cascader.testing.networks import CATALOGUE
 from cascader.testing.shared import shared_dir
+from cascader.verify.litert import compare_with_litert
 
 _EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 _SHARED_MODELS = (

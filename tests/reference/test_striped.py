@@ -12,18 +12,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sessions import front_half
 
 from cascader.core.options import CascaderOptions
 from cascader.core.propagator import Propagator
 from cascader.ethosu.memory import SystemMemory, system_memory
-from cascader.flow.npu_ops import Conv2D
-from cascader.flow.pipeline import Front, Point, front_half, schedule_point
-from cascader.flow.schedule import Schedule, Stripe
-from cascader.reference.litert import random_inputs
-from cascader.reference.run import ModelReference
+from cascader.ir.npu_ops import Conv2D
+from cascader.ir.schedule import Schedule, Stripe
+from cascader.pipeline import Front
 from cascader.reference.striped import StripedExecutor, StripeError
+from cascader.schedule.point import Point
 from cascader.testing.networks import CATALOGUE
 from cascader.testing.shared import shared_dir
+from cascader.verify.litert import random_inputs
+from cascader.verify.model_reference import ModelReference
 
 _EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 _COMPOSITIONS = {"chain", "residual", "concat_skip", "branches", "mobilenet_like"}
@@ -70,9 +72,9 @@ def _built(name: str) -> _Built:
 def _smallest_fitting(front: Front, options: CascaderOptions) -> Point:
     """The cascader's schedule at the smallest pool it fits in: start from what the smallest
     proposal's schedule holds, grow until the chosen schedule fits."""
-    pool = max(schedule_point(front, _memory(KIB), options).schedule.sram_bytes, KIB)
+    pool = max(front.scheduler.schedule_point(_memory(KIB), options).schedule.sram_bytes, KIB)
     for _ in range(30):
-        point = schedule_point(front, _memory(pool), options)
+        point = front.scheduler.schedule_point(_memory(pool), options)
         if point.fits:
             return point
         pool = max(pool + KIB, point.schedule.sram_bytes)
@@ -81,11 +83,11 @@ def _smallest_fitting(front: Front, options: CascaderOptions) -> Point:
 
 def _point(built: _Built, mode: str, pool: str) -> Point:
     if mode == "off":
-        return schedule_point(built.front, _memory(256 * KIB), None)
+        return built.front.scheduler.schedule_point(_memory(256 * KIB), None)
     if pool == "smallest":
         return _smallest_fitting(built.front, _MODES[mode])
-    return schedule_point(built.front, _memory({"256KiB": 256 * KIB, "1MiB": KIB * KIB}[pool]),
-                          _MODES[mode])  # fmt: skip
+    size = {"256KiB": 256 * KIB, "1MiB": KIB * KIB}[pool]
+    return built.front.scheduler.schedule_point(_memory(size), _MODES[mode])
 
 
 def _assert_schedule_matches(built: _Built, schedule: Schedule) -> int:

@@ -1,1 +1,0 @@
-"""The TVM lowering flow: TFLite -> Relax -> Ethos-U functions -> TIR -> command stream."""

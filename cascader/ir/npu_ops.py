@@ -1,0 +1,217 @@
+"""NPU primitive operators: what each "ethos-u.<op>" composite becomes after legalization.
+
+Integer-only descriptions, close to what Vela's register-level API needs: tensor shapes and
+quantisation, kernel geometry, per-channel (bias, multiplier, shift) triples from Vela's own
+scaling helpers, and the activation as a clamp in quantised units or a 256-entry LUT.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import Enum
+
+import numpy as np
+
+
+class Layout(str, Enum):
+    NHWC = "NHWC"
+    NHCWB16 = "NHCWB16"
+
+
+@dataclass(frozen=True)
+class Quant:
+    """Per-tensor affine quantisation: real = scale * (q - zero_point)."""
+
+    scale: float
+    zero_point: int
+
+
+@dataclass(frozen=True)
+class NpuTensor:
+    name: str
+    shape: tuple[int, ...]
+    quant: Quant
+    dtype: str = "int8"
+    layout: Layout = Layout.NHWC
+
+
+@dataclass(frozen=True)
+class Activation:
+    """NONE, a clamp in quantised output units, or a 256-entry int8 LUT indexed by q + 128."""
+
+    kind: str = "NONE"  # NONE | CLAMP | LUT
+    clamp_min: int = -128
+    clamp_max: int = 127
+    lut: tuple[int, ...] = ()
+    function: str = ""  # the LUT's real function, e.g. "sigmoid"
+    lut_dtype: str = "int8"  # int8, or int32 (softmax's exp table: 256 int32 entries)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    height: int
+    width: int
+    stride_h: int = 1
+    stride_w: int = 1
+    dilation_h: int = 1
+    dilation_w: int = 1
+
+
+@dataclass(frozen=True)
+class Padding:
+    top: int = 0
+    left: int = 0
+    bottom: int = 0
+    right: int = 0
+
+
+@dataclass(frozen=True, eq=False)
+class Conv2D:
+    """conv2d, depthwise_conv2d and fully_connected (a 1x1 conv over a 1x1xC IFM)."""
+
+    name: str
+    kind: str  # conv2d | depthwise_conv2d | fully_connected
+    ifm: NpuTensor
+    ofm: NpuTensor
+    kernel: Kernel
+    padding: Padding
+    weights: np.ndarray = field(repr=False)  # int8, OHWI
+    weight_zero_point: int
+    biases: np.ndarray = field(repr=False)  # int64 per OFM channel
+    multipliers: np.ndarray = field(repr=False)  # int32 per OFM channel (Vela quantise_scale)
+    shifts: np.ndarray = field(repr=False)  # int per OFM channel
+    activation: Activation
+    op_family: str = "conv2d"
+    # A block of the IFM read at an offset (MEAN split into several sums); () = whole IFM.
+    ifm_offset: tuple[int, ...] = ()
+    ifm_region: tuple[int, ...] = ()
+    # How the NPU upscales the IFM on read: ZEROS inserts zeros (transpose conv, stride 2),
+    # NEAREST repeats each element (resize); the kernel then runs at stride 1 over the result.
+    upscale: str = "NONE"  # NONE | ZEROS | NEAREST
+
+
+@dataclass(frozen=True)
+class Pooling:
+    """max, average or sum pooling; MEAN over H and W legalizes to an average pool, a reduce
+    sum over channels (softmax) to a 1x1 SUM pool with one output channel."""
+
+    name: str
+    pool_type: str  # MAX | AVG | SUM
+    ifm: NpuTensor
+    ofm: NpuTensor
+    kernel: Kernel
+    padding: Padding
+    activation: Activation
+    op_family: str = "pooling"
+    upscale: str = "NONE"  # NONE | NEAREST (resize: each IFM element read 2x2 times)
+    rounding: str = "TFL"  # TFL | NATURAL (Vela rounds resize averages half up)
+
+
+@dataclass(frozen=True)
+class BinaryElementwise:
+    """Two-operand elementwise op. A scalar operand is a (1, 1, 1, 1) constant tensor whose
+    value is `ifm_scalar` / `ifm2_scalar`. `rescale`, when set, is the output scaling
+    (multiplier, shift) Vela programs for this op (its explicit or "no scaling" cases), so the
+    integer arithmetic does not depend on the tensors' nominal scales."""
+
+    name: str
+    operator: str  # ADD | SUB | MUL | MIN | MAX | SHL | SHR
+    ifm: NpuTensor
+    ifm2: NpuTensor
+    ofm: NpuTensor
+    activation: Activation
+    op_family: str = "binary_elementwise"
+    ifm_scalar: int | None = None
+    ifm2_scalar: int | None = None
+    rescale: tuple[int, int] | None = None
+    rounding: str = "TFL"  # TFL | HALF_UP (Vela's RoundingMode)
+
+
+@dataclass(frozen=True)
+class UnaryElementwise:
+    """A table lookup (sigmoid, tanh, hard swish, leaky relu) or a count of leading zeros
+    (softmax's normalisation) over every element."""
+
+    name: str
+    operator: str  # LUT | CLZ
+    ifm: NpuTensor
+    ofm: NpuTensor
+    activation: Activation
+    op_family: str = "unary_elementwise"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Reshape (free between NPU ops), requantize (a rescaling copy) or a block copy.
+
+    A block copy (COPY, or REQUANTIZE when the quantisations differ) moves a `region`-shaped
+    block read from the IFM at `ifm_offset` (stepping by `ifm_strides`) to the OFM at
+    `ofm_offset`: concatenate writes each input into its slice of the OFM, split and
+    strided_slice read a slice of the IFM, pad writes the IFM into an OFM whose every other
+    element holds `ofm_fill` (the zero point). Empty tuples mean the whole tensor, offset 0,
+    stride 1."""
+
+    name: str
+    operator: str  # RESHAPE | REQUANTIZE | COPY
+    ifm: NpuTensor
+    ofm: NpuTensor
+    op_family: str = "identity"
+    region: tuple[int, ...] = ()
+    ifm_offset: tuple[int, ...] = ()
+    ifm_strides: tuple[int, ...] = ()
+    ofm_offset: tuple[int, ...] = ()
+    ofm_fill: int | None = None
+
+
+NpuOp = Conv2D | Pooling | BinaryElementwise | UnaryElementwise | Identity
+
+
+@dataclass(frozen=True)
+class NpuFunction:
+    """One external "ethos-u" function: its primitive ops in topological order."""
+
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    ops: tuple[NpuOp, ...]
+
+
+def dilated_kernel(op: Conv2D | Pooling) -> tuple[int, int]:
+    """The (height, width) a dilated kernel spans over its input."""
+    k = op.kernel
+    return (k.height - 1) * k.dilation_h + 1, (k.width - 1) * k.dilation_w + 1
+
+
+def feature_inputs(op: NpuOp) -> tuple[NpuTensor, ...]:
+    """The op's feature-map inputs: IFM, and IFM2 for a binary elementwise op."""
+    return (op.ifm, op.ifm2) if isinstance(op, BinaryElementwise) else (op.ifm,)
+
+
+def feature_maps(op: NpuOp) -> tuple[NpuTensor, ...]:
+    """The op's feature maps: its inputs, then its OFM."""
+    return (*feature_inputs(op), op.ofm)
+
+
+def resamples(op: NpuOp) -> bool:
+    """Upscaling ops run whole: the NPU cannot start an upscaled read mid-pixel."""
+    return isinstance(op, Conv2D | Pooling) and op.upscale != "NONE"
+
+
+def scalar_input(op: NpuOp, slot: int) -> bool:
+    """Whether input `slot` of the op is a scalar the command stream carries as a value."""
+    return isinstance(op, BinaryElementwise) and (
+        (slot == 0 and op.ifm_scalar is not None) or (slot == 1 and op.ifm2_scalar is not None)
+    )
+
+
+def feature_map(tensor: NpuTensor) -> NpuTensor:
+    """A tensor as a 4-D NHWC/NHCWB16 feature map: lower ranks gain leading unit axes."""
+    if len(tensor.shape) == 4:
+        return tensor
+    return replace(tensor, shape=(1, 1, 1, *tensor.shape)[-4:])
+
+
+def as_feature_maps(op: NpuOp) -> NpuOp:
+    """The op with every feature map 4-D (a fully connected layer's (1, C) becomes 1x1xC)."""
+    slots = ("ifm", "ifm2", "ofm") if isinstance(op, BinaryElementwise) else ("ifm", "ofm")
+    return replace(op, **{slot: feature_map(getattr(op, slot)) for slot in slots})

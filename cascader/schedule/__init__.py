@@ -1,0 +1,3 @@
+"""The stripe scheduler: a chosen cascader Proposal, or the layer-by-layer copy-constants
+schedule, as an explicit `cascader.ir.schedule.Schedule` of addressed buffers and steps.
+`policies` makes the two schedules, `point` chooses the proposal that really fits a pool."""

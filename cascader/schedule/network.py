@@ -1,0 +1,143 @@
+"""The network a schedule runs: a model's NPU functions as Vela runs them, their cascader
+graph, and per part the NPU op it runs and the index of its function."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
+
+from cascader.core.graph import CascaderGraph
+from cascader.core.lru import LruCache
+from cascader.ethosu.graph import build_cascader_graph, dataflow
+from cascader.ir.boxes import Box, input_boxes
+from cascader.ir.errors import ScheduleError
+from cascader.ir.layout import BRICK
+from cascader.ir.npu_ops import (
+    BinaryElementwise,
+    Conv2D,
+    Identity,
+    Layout,
+    NpuFunction,
+    NpuOp,
+    NpuTensor,
+    Pooling,
+    as_feature_maps,
+)
+
+_READ_BOXES_KEPT = 1 << 16  # (part, output box) -> input boxes per network: tens of MB
+_PLAN_RECORDS_KEPT = 4096
+
+
+@dataclass(frozen=True)
+class Network:
+    """The model's NPU functions, its cascader graph, and per part the NPU op it runs (feature
+    maps 4-D, inputs as the graph reads them) and the index of its function."""
+
+    functions: tuple[NpuFunction, ...]
+    graph: CascaderGraph
+    ops: tuple[NpuOp, ...]
+    function_of: tuple[int, ...]
+
+    @cached_property
+    def co_written(self) -> dict[int, int]:
+        """Tensor -> the tensor it is part of, for the block copies of a concatenation: each
+        copy writes its slice of one output, but the graph gives every copy its own output
+        tensor (the consumers read the last one's)."""
+        groups: dict[tuple[int, str], list[int]] = {}
+        for part in self.graph.parts:
+            op = self.ops[part.id]
+            if isinstance(op, Identity) and op.ofm_offset and op.ofm_fill is None:
+                groups.setdefault((self.function_of[part.id], op.ofm.name), []).append(part.id)
+        merged = {}
+        for pids in groups.values():
+            final = self.graph.parts[min(pids)].output.id  # the last copy in model order
+            for pid in pids:
+                if self.graph.parts[pid].output.id != final:
+                    merged[self.graph.parts[pid].output.id] = final
+        return merged
+
+    @cached_property
+    def plan_records(self) -> LruCache:
+        """Plan records (`replay.PlanTrace`) by (plan, system, roles, block policy, homes of
+        its tensors): a sweep's proposals share most of their plans, also those of different
+        cascader runs, so a plan that ran on this network is replayed, not run again."""
+        return LruCache(_PLAN_RECORDS_KEPT)
+
+    @cached_property
+    def _read_boxes(self) -> dict[tuple[int, Box], tuple[tuple[Box, ...], tuple[int, ...]]]:
+        return {}
+
+    def input_boxes(self, part: int, ofm: Box) -> tuple[tuple[Box, ...], tuple[int, ...]]:
+        """`input_boxes` of the part's op, remembered: a schedule asks for the same boxes
+        stripe after stripe, and a sweep's schedules of one network for many of the same."""
+        memo = self._read_boxes
+        key = (part, ofm)
+        found = memo.get(key)
+        if found is None:
+            if len(memo) >= _READ_BOXES_KEPT:
+                memo.clear()
+            found = memo[key] = input_boxes(self.ops[part], ofm)
+        return found
+
+    def feature_map(self, tid: int) -> NpuTensor:
+        """The 4-D feature map behind graph tensor `tid`, as its producer writes it or, for a
+        graph input, as its first reader reads it."""
+        for part in self.graph.parts:
+            op = self.ops[part.id]
+            if part.output.id == tid:
+                return op.ofm
+        for part in reversed(self.graph.parts):
+            op = self.ops[part.id]
+            for slot, tensor in enumerate(part.inputs[:2]):
+                if tensor.id == tid and (slot == 0 or isinstance(op, BinaryElementwise)):
+                    return op.ifm2 if slot else op.ifm
+        raise ScheduleError(f"tensor {tid} is not a feature map of any op")
+
+
+def network(functions: Sequence[NpuFunction], accelerator: str) -> Network:
+    """The cascader graph of `functions` with the op behind each part (parts are the dataflow's
+    ops in reverse order, as build_cascader_graph makes them)."""
+    functions = [_vela_layouts(f) for f in functions]
+    graph = build_cascader_graph(functions, accelerator)
+    flow = list(reversed(dataflow(functions)))
+    return Network(
+        tuple(functions),
+        graph,
+        tuple(as_feature_maps(op) for op, _, _ in flow),
+        tuple(key[0] for _, key, _ in flow),
+    )
+
+
+def _vela_layouts(function: NpuFunction) -> NpuFunction:
+    """The function as Vela would run it: NHWC wherever Vela's command-stream checks demand it
+    (the input of an int32 REDUCE_SUM, softmax's sum; a tensor read or written from a channel
+    that is not a multiple of 16, which NHCWB16 cannot address), and unit strides along axes
+    with one output (a global pool's stride is meaningless there, but it would shrink the
+    block Vela picks)."""
+    names = {
+        op.ifm.name
+        for op in function.ops
+        if isinstance(op, Pooling) and op.pool_type == "SUM" and op.ifm.dtype == "int32"
+    }
+    for op in function.ops:  # brick addresses start at multiples of 16 channels
+        if getattr(op, "ifm_offset", ()) and op.ifm_offset[-1] % BRICK:
+            names.add(op.ifm.name)
+        if getattr(op, "ofm_offset", ()) and op.ofm_offset[-1] % BRICK:
+            names.add(op.ofm.name)
+
+    def fix(tensor):
+        return replace(tensor, layout=Layout.NHWC) if tensor.name in names else tensor
+
+    ops = []
+    for op in function.ops:
+        slots = ("ifm", "ifm2", "ofm") if isinstance(op, BinaryElementwise) else ("ifm", "ofm")
+        op = replace(op, **{slot: fix(getattr(op, slot)) for slot in slots})
+        if isinstance(op, Conv2D | Pooling):
+            height, width = (1, 1, 1, *op.ofm.shape)[-3:-1]
+            k = op.kernel
+            kernel = replace(k, stride_h=1 if height == 1 else k.stride_h,
+                             stride_w=1 if width == 1 else k.stride_w)  # fmt: skip
+            op = replace(op, kernel=kernel)
+        ops.append(op)
+    return replace(function, ops=tuple(ops))

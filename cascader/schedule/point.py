@@ -1,0 +1,180 @@
+"""One design point's schedule on a network: with the cascader on, the proposal chosen for the
+pool among those generated for a cascade region (the fastest whose schedule really fits); off,
+the copy-constants schedule. A `PointScheduler` belongs to one network and keeps what many
+points of it share: the cascader's runs, proposal schedules and the SRAM they really need."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from cascader.core.cascade import CascadeResult, cascade
+from cascader.core.lru import LruCache
+from cascader.core.options import CascaderOptions
+from cascader.core.proposal_generation import choose_proposal
+from cascader.ethosu.graph import graph_document
+from cascader.ethosu.memory import SystemMemory, system_memory
+from cascader.ethosu.weights import encoded_size
+from cascader.ir.errors import ScheduleError
+from cascader.ir.schedule import Schedule
+from cascader.schedule.network import Network
+from cascader.schedule.policies import layer_by_layer_schedule, proposal_schedule
+
+__all__ = ["Point", "PointScheduler", "proposal_options"]
+
+# The cascader's budget of a proposal and the SRAM its schedule really takes differ by a few
+# KiB either way (encoded weight sizes, alignment, buffers the budget counts twice), so a pool
+# looks a little past the budget for a proposal that really fits, trying a few at most.
+_BUDGET_SLACK = 1.04
+_FIT_TRIES = 3
+
+
+@dataclass(frozen=True)
+class Point:
+    """One design point's schedule: the memory system, the cascader's run (None when off,
+    its `chosen_index` the proposal scheduled), the stripe schedule and whether it fits."""
+
+    memory: SystemMemory
+    cascade: CascadeResult | None
+    schedule: Schedule
+    fits: bool
+
+
+def proposal_options(options: CascaderOptions) -> CascaderOptions:
+    """The options that make the same proposals as `options`: without striping every part
+    has only its whole output as a stripe, whatever the stripe factors and whether striping
+    is multi-dimensional, so those take their defaults and such option sets share one run
+    (invalid stripe factors stay, for the cascader to refuse)."""
+    if options.enable_striping or options.stripe_factors <= 0:
+        return options
+    defaults = CascaderOptions()
+    return replace(
+        options,
+        stripe_factors=defaults.stripe_factors,
+        enable_multi_dimensional_striping=defaults.enable_multi_dimensional_striping,
+    )
+
+
+class PointScheduler:
+    """Schedules design points of one network. Caches, bounded: cascader runs by (system,
+    options, region) (`cascades`), since a sweep chooses among one set of proposals for
+    every pool; the schedules of a few chosen proposals (`schedules`: tens of thousands of
+    objects each, which every full garbage collection scans), and the SRAM bytes of many
+    (`needs`): a proposal's schedule does not depend on the pool it was chosen for, only
+    whether it fits does."""
+
+    def __init__(self, network: Network) -> None:
+        self.network = network
+        self.cascades = LruCache(64)
+        self.schedules = LruCache(8)
+        self.needs = LruCache(4096)
+
+    def cascade_key(self, memory: SystemMemory, options: CascaderOptions, region: int) -> tuple:
+        """What a cascader run of this network depends on; a proposal's key adds its index."""
+        return (*memory.system, proposal_options(options), region)
+
+    def proposals(
+        self, memory: SystemMemory, options: CascaderOptions, region_bytes: int
+    ) -> CascadeResult:
+        """The cascader's proposals for a cascade region of `region_bytes`."""
+        key = self.cascade_key(memory, options, region_bytes)
+        found = self.cascades.lookup(key)
+        if found is not None:
+            return found
+        region = system_memory(memory.accelerator, memory.system_config, memory.memory_mode,
+                               region_bytes, memory.config_path)  # fmt: skip
+        document = graph_document(self.network.graph, region, proposal_options(options))
+        try:
+            found = cascade(document.graph, document.regions, document.home_map, document.options)
+        except ValueError as error:  # no proposal covers the graph
+            raise ScheduleError(f"the cascader made no schedule: {error}") from None
+        self.cascades.keep(key, found)
+        return found
+
+    def proposal_schedule(
+        self, memory: SystemMemory, result: CascadeResult, index: int, key: tuple
+    ) -> Schedule:
+        """The schedule of proposal `index` of `result` (`key`: its proposal key)."""
+        schedule = self.schedules.lookup(key)
+        if schedule is None:
+            size = encoded_size(memory.accelerator, self.network.ops)
+            proposal = result.proposals[index]
+            schedule = proposal_schedule(self.network, proposal, memory, size, check=False)
+            self.schedules.keep(key, schedule)
+            self.needs.keep(key, schedule.sram_bytes)
+        return schedule
+
+    def need(self, memory: SystemMemory, result: CascadeResult, key: tuple) -> int:
+        """The SRAM bytes the schedule of proposal `key[-1]` really takes."""
+        found = self.needs.lookup(key)
+        if found is None:
+            found = self.proposal_schedule(memory, result, key[-1], key).sram_bytes
+        return found
+
+    def chosen(
+        self,
+        memory: SystemMemory,
+        options: CascaderOptions,
+        proposal_region_bytes: int | None = None,
+    ) -> tuple[CascadeResult, tuple]:
+        """The proposals with the one chosen for the pool, and the key of its schedule: the
+        cascader's own choice (the fastest within its budget) if its schedule really fits,
+        else the fastest of the next few near the pool that does; when none fits, the one of
+        the smallest few that really needs least, so an infeasible point reports the least
+        SRAM any schedule needs."""
+        region = proposal_region_bytes or memory.sram_bytes
+        generated = self.proposals(memory, options, region)
+        props = generated.proposals
+        pool = memory.sram_bytes
+        base = self.cascade_key(memory, options, region)
+        first = choose_proposal(props, pool)
+        near = sorted(
+            (
+                i
+                for i, p in enumerate(props)
+                if i != first and p.memory_usage <= pool * _BUDGET_SLACK
+            ),
+            key=lambda i: (props[i].cycles, i),
+        )
+        tried = [first, *near][:_FIT_TRIES]
+        for index in tried:
+            if self.need(memory, generated, (*base, index)) <= pool:
+                return replace(generated, chosen_index=index), (*base, index)
+        smallest = sorted(range(len(props)), key=lambda i: (props[i].memory_usage, i))[:_FIT_TRIES]
+        index = min(
+            dict.fromkeys([*tried, *smallest]),
+            key=lambda i: (self.need(memory, generated, (*base, i)), props[i].cycles, i),
+        )
+        return replace(generated, chosen_index=index), (*base, index)
+
+    def chosen_point(self, memory: SystemMemory, result: CascadeResult, key: tuple) -> Point:
+        """The point of the proposal `chosen` picked (`result.chosen_index`, schedule `key`)."""
+        schedule = self.proposal_schedule(memory, result, result.chosen_index, key)
+        return Point(memory, result, schedule, schedule.sram_bytes <= memory.sram_bytes)
+
+    def schedule_point(
+        self,
+        memory: SystemMemory,
+        options: CascaderOptions | None,
+        feature_maps: str = "io",
+        proposal_region_bytes: int | None = None,
+    ) -> Point:
+        """The stripe schedule of a point. With the cascader on, the chosen proposal (the
+        smallest one when none fits, so an infeasible point still has a score); off, the
+        copy-constants schedule with feature maps in the `feature_maps` role's area. The
+        point fits when what the schedule holds in SRAM fits the pool (the cascader's own
+        budget of a proposal counts some buffers twice, so it can refuse one that fits).
+
+        Proposals are generated for a cascade region of `proposal_region_bytes` (default:
+        the pool) and the proposal is chosen for the pool. A larger generation region keeps
+        every small proposal and adds larger ones, so a sweep generates once at its largest
+        pool."""
+        if options is None:
+            schedule = layer_by_layer_schedule(
+                self.network,
+                memory,
+                encoded_size(memory.accelerator, self.network.ops),
+                feature_maps,
+                check=False,
+            )
+            return Point(memory, None, schedule, schedule.sram_bytes <= memory.sram_bytes)
+        return self.chosen_point(memory, *self.chosen(memory, options, proposal_region_bytes))

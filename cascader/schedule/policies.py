@@ -1,0 +1,151 @@
+"""The two schedules of a design point: a chosen cascader Proposal's (cascader on), and the
+layer-by-layer copy-constants schedule (cascader off), each built, allocated and checked
+against the SRAM pool."""
+
+from __future__ import annotations
+
+from cascader.core.proposal import Proposal
+from cascader.core.stripe_config import StripeConfig
+from cascader.ethosu.memory import SystemMemory
+from cascader.ir.errors import ScheduleError
+from cascader.ir.layout import feature_map_bytes
+from cascader.ir.npu_ops import Conv2D
+from cascader.ir.schedule import Schedule
+from cascader.schedule.allocation import allocate, written_over
+from cascader.schedule.blocks import op_cycles, whole_op_block
+from cascader.schedule.builder import Builder
+from cascader.schedule.network import Network
+from cascader.schedule.plans import (
+    Placement,
+    Plan,
+    agreed_homes,
+    plan_from_proposal_plan,
+    plan_order,
+)
+from cascader.schedule.replay import EncodedSize
+from cascader.schedule.weight_buffering import (
+    buffer_bytes,
+    even_slices,
+    reads_weights_in_place,
+    weight_depth_slices,
+)
+
+__all__ = ["layer_by_layer_schedule", "proposal_schedule"]
+
+
+def _finish(builder: Builder, check: bool) -> Schedule:
+    builder.pin_io()
+    shared = set(builder.alias.values())  # tensors whose buffer others write too
+    parts = builder.net.graph.parts
+    over = written_over(builder.buffers, builder.steps, parts, shared, builder.graph_io)
+    extents = allocate(builder.buffers, over)
+    schedule = Schedule(
+        builder.net,
+        builder.memory,
+        builder.steps,
+        builder.buffers,
+        builder.tensor_buffer,
+        extents,
+    )
+    pool = builder.memory.sram_bytes
+    if check and schedule.sram_bytes > pool:
+        raise ScheduleError(
+            f"the schedule needs {schedule.sram_bytes} bytes of SRAM but the pool has {pool}"
+        )
+    return schedule
+
+
+def proposal_schedule(
+    net: Network,
+    proposal: Proposal,
+    memory: SystemMemory,
+    encoded_size: EncodedSize,
+    check: bool = True,
+    blocks: str = "fastest",
+) -> Schedule:
+    """The stripe schedule of a chosen proposal. `encoded_size(part, lo, hi, block_depth)`
+    gives the encoded bytes of a part's weights for output channels [lo, hi), which sizes the
+    buffers weights are copied into. With `check`, ScheduleError when the SRAM it needs
+    exceeds the pool. `blocks` picks each part's block config: the fastest under Vela's
+    performance model for its stripes ("fastest"), or the one the cascader's cost assumed
+    ("cascader")."""
+    builder = Builder(net, memory, encoded_size, blocks)
+    plans = [plan_from_proposal_plan(net, plan, memory) for plan in proposal.plans]
+    builder.homes = agreed_homes(net, plans, builder.root, builder.io)
+    plans = [builder.double_buffered(plan) for plan in plans]
+    for index, plan in enumerate(plan_order(net, plans)):
+        builder.run_plan(plan, index, recorded=True)
+    return _finish(builder, check=check)
+
+
+def layer_by_layer_schedule(
+    net: Network,
+    memory: SystemMemory,
+    encoded_size: EncodedSize,
+    feature_maps: str = "io",
+    check: bool = True,
+    blocks: str = "fastest",
+) -> Schedule:
+    """The copy-constants schedule: every op whole, in model order, its feature maps in the
+    `feature_maps` role's area ("io": Vela's arena; "cascade": the SRAM, graph inputs and
+    outputs staying in the arena), its weights and scale-bias copied into the cascade area
+    right before it where Vela's scheduler would buffer them (`reads_weights_in_place`),
+    read in place otherwise. Where Vela would double-buffer them (`weight_depth_slices`) the
+    op runs in output-depth slices whose copies alternate between two buffers."""
+    builder = Builder(net, memory, encoded_size, blocks)
+    graph = net.graph
+    area = memory.roles[feature_maps]
+
+    def home_of(tid: int) -> str:
+        return memory.roles["io"] if builder.root(tid) in builder.graph_io else area
+
+    plans = []
+    slack = 0.0  # cycles of the previous op (of its last slice) a weight copy can hide under
+    function = None
+    for part in reversed(graph.parts):
+        if part.in_line:
+            continue
+        op = net.ops[part.id]
+        if net.function_of[part.id] != function:  # a function's first op follows no NPU op
+            slack, function = 0.0, net.function_of[part.id]
+        free = memory.sram_bytes - sum(
+            feature_map_bytes(*builder.tensor_shape(t.id))
+            for t in [*part.inputs, part.output]
+            if not t.is_constant and home_of(t.id) == memory.roles["cascade"]
+        )
+        in_place = reads_weights_in_place(op, memory, encoded_size, part.id, free)
+        areas = (home_of(part.inputs[0].id), home_of(part.output.id), memory.roles["cascade"])
+        block = whole_op_block(memory, op, areas)
+        slices: tuple[int, ...] = ()
+        if isinstance(op, Conv2D) and not in_place:
+            sizes = buffer_bytes(memory, encoded_size, part.id, block[2])
+            slices = even_slices(op, weight_depth_slices(op, memory, sizes, block, slack, free),
+                                  sizes, free)  # fmt: skip
+        last = slices[-1] - slices[-2] if slices else op.ofm.shape[3]
+        slack = op_cycles(memory, op, block, last)
+        placements = {}
+        for slot, tensor in enumerate(part.inputs):
+            if tensor.is_constant and in_place:
+                placements[part.id, slot] = Placement("tensor", memory.roles["constants"])
+            elif tensor.is_constant:
+                placements[part.id, slot] = Placement("window", memory.roles["cascade"], True)
+            else:
+                placements[part.id, slot] = Placement("tensor", home_of(tensor.id))
+        home = home_of(part.output.id)
+        whole = StripeConfig(part.output.shape, part.output.shape, part.output.shape,
+                             (0,) * len(part.output.shape), (1,) * len(part.output.shape),
+                             (0,) * len(part.output.shape))  # fmt: skip
+        plans.append(
+            Plan(
+                parts=(part.id,),
+                output_part=part.id,
+                output_stripe=op.ofm.shape,
+                stripe_configs={part.id: whole},
+                placements=placements,
+                outputs={part.id: Placement("tensor", home)},
+                depth_slices=slices,
+            )
+        )
+    for index, plan in enumerate(plans):
+        builder.run_plan(plan, index)
+    return _finish(builder, check=check)

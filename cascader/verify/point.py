@@ -1,0 +1,140 @@
+"""Check one design point's numbers three ways, on random inputs: (a) ai-edge-litert on the
+original model, (b) the integer reference of the legalized NPU functions run op by op, and
+(c) the point's stripe schedule executed stripe by stripe on that reference. Operators left on
+the host run through litert in (b) and (c), fed by what our NPU side computed, so whole models
+verify. (b) and (c) must agree bit for bit (the schedule moves data, it never changes
+arithmetic); (b) is within one step of (a) where Vela's rounding differs from TFLite's.
+A model whose NPU part is split into several functions runs in (c) one function at a time,
+each on its own steps of the one schedule, the host ops between them on litert."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from cascader.pipeline import Session
+from cascader.point import PointConfig
+from cascader.reference.run import ReferenceError
+from cascader.reference.striped import StripedExecutor
+from cascader.schedule.point import Point
+from cascader.verify.hybrid import HybridModel
+from cascader.verify.litert import DiffStats, diff_stats, litert_outputs, random_inputs
+
+
+def _stats(s: DiffStats) -> dict:
+    data = s.to_json()
+    del data["output"]
+    return data
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """One model output over every sample: schedule vs reference, reference vs litert."""
+
+    index: int
+    shape: tuple[int, ...]
+    schedule_vs_reference: DiffStats
+    reference_vs_litert: DiffStats
+
+    def to_json(self) -> dict:
+        return {
+            "index": self.index,
+            "shape": list(self.shape),
+            "schedule_vs_reference": _stats(self.schedule_vs_reference),
+            "reference_vs_litert": _stats(self.reference_vs_litert),
+        }
+
+
+@dataclass(frozen=True)
+class Verification:
+    samples: int
+    outputs: tuple[OutputCheck, ...]
+    point: Point
+    stripes: int  # NPU stripes executed per sample, over every NPU function
+    seconds: dict[str, float]
+    npu_functions: int
+    host_ops: tuple[str, ...]  # TFLite operators run by litert, in execution order
+
+    def max_abs_diff(self) -> dict[str, int]:
+        return {
+            "schedule_vs_reference": max(
+                o.schedule_vs_reference.max_abs_diff for o in self.outputs
+            ),
+            "reference_vs_litert": max(o.reference_vs_litert.max_abs_diff for o in self.outputs),
+        }
+
+    def to_json(self) -> dict:
+        """DESIGN.md's `dse verify --json` object, plus the schedule's size, the split between
+        NPU and host, and the timings."""
+        return {
+            "samples": self.samples,
+            "max_abs_diff": self.max_abs_diff(),
+            "outputs": [o.to_json() for o in self.outputs],
+            "schedule": {
+                "cascaded": self.point.cascade is not None,
+                "fits": self.point.fits,
+                "sram_used_bytes": self.point.schedule.sram_bytes,
+                "stripes": self.stripes,
+            },
+            "npu_functions": self.npu_functions,
+            "host_ops": list(self.host_ops),
+            "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+        }
+
+
+def verify_point(
+    session: Session,
+    config: PointConfig,
+    samples: int = 1,
+    seed: int = 0,
+    kernels: str = "builtin",
+) -> Verification:
+    """(a), (b) and (c) on `samples` random inputs for a point of the session's model (the
+    cascader's options None: the copy-constants schedule); host operators through litert
+    with `kernels`. Raises ReferenceError for a model with nothing on the NPU or NPU tensors
+    it cannot place in the TFLite graph, and StripeError when the schedule cannot run as
+    written."""
+    clock = time.perf_counter()
+    seconds: dict[str, float] = {}
+
+    def lap(what: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        seconds[what] = seconds.get(what, 0.0) + now - clock
+        clock = now
+
+    model = session.model_bytes
+    functions = session.front.network.functions
+    if not functions:
+        raise ReferenceError("no operator runs on the NPU, there is no schedule to check")
+    hybrid = HybridModel(model, functions, kernels)
+    point = session.schedule(config)
+    executor = StripedExecutor(point.schedule)
+    lap("build")
+    rng = np.random.default_rng(seed)
+    runs: list[tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]] = []
+    for _ in range(samples):
+        inputs = random_inputs(model, rng)
+        theirs = litert_outputs(model, inputs, kernels)
+        lap("litert")
+        ours = hybrid.run(inputs)
+        lap("reference")
+        scheduled = hybrid.run(
+            inputs, lambda index, _, values: executor.run_function(index, values)
+        )
+        lap("schedule")
+        runs.append((theirs, ours, scheduled))
+
+    outputs = tuple(
+        OutputCheck(
+            k,
+            shape,
+            diff_stats(k, [r[2][k] for r in runs], [r[1][k] for r in runs]),
+            diff_stats(k, [r[1][k] for r in runs], [r[0][k] for r in runs]),
+        )
+        for k, shape in enumerate(hybrid.output_shapes())
+    )
+    stripes = executor.stripes_run // samples
+    return Verification(samples, outputs, point, stripes, seconds, len(functions), hybrid.host_ops)

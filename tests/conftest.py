@@ -1,0 +1,1 @@
+"""Puts this folder on the import path, so every test folder can use `sessions`."""
