@@ -11,7 +11,6 @@ A session keeps what its points share (the cascader's runs and proposal schedule
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -24,7 +23,6 @@ from cascader.ethosu.memory import SystemMemory
 from cascader.ethosu.perf import evaluate
 from cascader.frontend.passes import front_half
 from cascader.frontend.tflite_import import load_tflite
-from cascader.ir.schedule import Schedule
 from cascader.point import Device, Estimate, PointConfig
 from cascader.schedule.network import Network, network
 from cascader.schedule.point import Point, PointScheduler
@@ -92,17 +90,12 @@ class Session:
             estimate, _, _ = self._run(config, command_streams=False)
         return estimate
 
-    def compile(
-        self, config: PointConfig, output_dir: str | Path
-    ) -> tuple[Estimate, Point, Compiled]:
-        """Compile the point and write, per NPU function i, `npu<i>.cs` (register command
-        stream words, little-endian) and `npu<i>.payload` (Vela's driver payload), plus
-        `constants.bin` and `manifest.json` (regions, sizes, I/O addresses, the estimate).
-        The caller checks `fits` first: a schedule over the pool is written all the same."""
+    def compile(self, config: PointConfig) -> tuple[Estimate, Point, Compiled]:
+        """The point's estimate, schedule and compiled form (command streams, driver
+        payloads, encoded constants); `cascader.artifact.build` writes them out."""
         with collector_paused():
             estimate, point, compiled = self._run(config, command_streams=True)
         assert point is not None and compiled is not None  # always built with command streams
-        _write_build(Path(output_dir), estimate, point, compiled)
         return estimate, point, compiled
 
     def _run(
@@ -131,72 +124,3 @@ class Session:
         sram_used, report = scored
         model = (self.model_name, self.front.sha256, self.front.host_ops)
         return Estimate.of_report(model, memory, options, sram_used, report), point, compiled
-
-
-def _write_build(out: Path, estimate: Estimate, point: Point, compiled: Compiled) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    functions = []
-    for index, stream in enumerate(compiled.functions):
-        cs, payload = f"npu{index}.cs", f"npu{index}.payload"
-        (out / cs).write_bytes(stream.command_stream)
-        (out / payload).write_bytes(stream.driver_payload)
-        functions.append(
-            {
-                "name": stream.name,
-                "command_stream": cs,
-                "driver_payload": payload,
-                "operations": len(stream.operations),
-            }
-        )
-    (out / "constants.bin").write_bytes(compiled.constants)
-    schedule = point.schedule
-    memory = point.memory
-    manifest = {
-        "format": "cascader-dse-compiled",
-        "version": 1,
-        "regions": {
-            "0": {
-                "role": "constants",
-                "area": memory.roles["constants"],
-                "file": "constants.bin",
-                "bytes": len(compiled.constants),
-            },
-            "1": {"role": "arena", "area": memory.roles["io"], "bytes": schedule.arena_bytes},
-        },
-        "scratch_bytes": schedule.scratch_bytes,
-        "functions": functions,
-        "io": _io_json(schedule),
-        "estimate": estimate.to_json(),
-    }
-    if memory.roles["cascade"] != memory.roles["io"]:
-        manifest["regions"]["2"] = {
-            "role": "fast_scratch",
-            "area": memory.roles["cascade"],
-            "bytes": schedule.scratch_bytes,
-        }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-
-
-def _io_json(schedule: Schedule) -> list[dict]:
-    """Each graph input and output: its name, shape, layout and where it lives."""
-    net = schedule.network
-    rows = []
-    for kind, tensors in (("input", net.graph.input_tensors), ("output", net.graph.output_tensors)):
-        for tensor in tensors:
-            if tensor.is_constant or tensor.id not in schedule.tensor_buffer:
-                continue
-            fm = net.feature_map(tensor.id)
-            buf = schedule.buffers[schedule.tensor_buffer[tensor.id]]
-            rows.append(
-                {
-                    "kind": kind,
-                    "name": fm.name,
-                    "shape": list(fm.shape),
-                    "dtype": fm.dtype,
-                    "layout": fm.layout.value,
-                    "region": buf.region,
-                    "address": buf.address,
-                    "bytes": buf.size,
-                }
-            )
-    return rows

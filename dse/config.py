@@ -7,16 +7,19 @@ import argparse
 import json
 import os
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.engine import make_url
 
+from cascader.ir.units import ALIGN, align
 from dse.config_schema import CONFIG_FORMAT, CONFIG_SCHEMA, CONFIG_VERSION, schema_errors
 from dse.errors import BadInput, NothingFits
+from dse.evaluators import make_evaluator, model_session
 from dse.sizes import format_size
-from dse.space import DesignPoint
+from dse.space import DesignPoint, align_down
 from dse.study import StudySettings, file_sha256, load_settings
 
 
@@ -106,10 +109,19 @@ def _tvm_snippet(settings: StudySettings, point: DesignPoint) -> dict:
     }
 
 
+VELA_NOTE = (
+    "The vela_ini and vela_flags give Vela this SRAM budget: they are what Vela's own "
+    "compiler does at it, not this point's schedule. The schedule scored here is the one "
+    "`dse compile --config` writes as <model>_dse.tflite (Vela's file layout), the file to "
+    "ship."
+)
+
+
 def _vela_ini_snippet(settings: StudySettings, point: DesignPoint) -> str:
     section = f"{settings.memory_mode}_dse"
     return (
-        f"; cascader-dse: {settings.memory_mode} with the explored arena cache size.\n"
+        f"; cascader-dse: {settings.memory_mode} with the explored arena cache size: Vela's\n"
+        "; own schedule at this budget; this point's schedule is <model>_dse.tflite.\n"
         f"; Use with --config <your vela.ini> --config <this file> --memory-mode {section}\n"
         f"[Memory_Mode.{section}]\n"
         f"inherit=Memory_Mode.{settings.memory_mode}\n"
@@ -132,10 +144,61 @@ def _vela_flags(settings: StudySettings, point: DesignPoint) -> list[str]:
     ]
 
 
-def build_config(study: optuna.Study, trial: FrozenTrial, storage_url: str) -> dict:
-    """The versioned config of one trial; validated before it is returned."""
+def pool_within(study: optuna.Study, trial: FrozenTrial, budget: int) -> int:
+    """The pool to export for a trial picked within `budget` bytes of SRAM: its own when that
+    is within the budget, else the smallest of (the SRAM its schedule uses, the budget) at
+    which the point builds exactly the trial's schedule (the same command streams and
+    constants; for a graph study, the same proposal and figures). A sweep samples pools, so
+    the trial's may lie far above what its schedule uses."""
+    pool = _pool(trial)
+    if pool <= budget:
+        return pool
     settings = load_settings(study)
     point = DesignPoint(**trial.user_attrs["config"])
+    candidates = sorted({align(_metrics(trial)[0]), align_down(budget)})
+    if settings.source_kind == "graph":
+        evaluate = make_evaluator(settings)
+
+        def figures(at: DesignPoint) -> dict:
+            data = evaluate(at).to_json()
+            return {
+                k: v for k, v in data.items() if k not in ("sram_pool_bytes", "cascader_seconds")
+            }
+
+        scored = figures(point)
+        for candidate in candidates:
+            if figures(replace(point, sram_pool_bytes=candidate)) == scored:
+                return candidate
+    else:
+        session = model_session(settings)
+        built = _build(session, point.config(settings.sram_max))
+        for candidate in candidates:
+            config = replace(point, sram_pool_bytes=candidate).config(settings.sram_max)
+            if candidate >= ALIGN and _build(session, config) == built:
+                return candidate
+    raise NothingFits(
+        f"trial {trial.number}'s schedule uses {format_size(_metrics(trial)[0])} but is not "
+        f"built the same at a pool within {format_size(budget)}; export it with --trial "
+        f"{trial.number} (pool {format_size(pool)}) or pick a larger budget"
+    )
+
+
+def _build(session, config) -> tuple:
+    """What a firmware build gets of a point: its command streams and constants."""
+    estimate, _, compiled = session.compile(config)
+    streams = tuple(f.driver_payload for f in compiled.functions)
+    return estimate.fits, streams, compiled.constants
+
+
+def build_config(
+    study: optuna.Study, trial: FrozenTrial, storage_url: str, pool: int | None = None
+) -> dict:
+    """The versioned config of one trial (with the SRAM pool `pool`, default the trial's:
+    see `pool_within`); validated before it is returned."""
+    settings = load_settings(study)
+    point = DesignPoint(**trial.user_attrs["config"])
+    if pool is not None:
+        point = replace(point, sram_pool_bytes=pool)
     metrics = trial.user_attrs["metrics"]
     config = {
         "format": CONFIG_FORMAT,
@@ -170,6 +233,7 @@ def build_config(study: optuna.Study, trial: FrozenTrial, storage_url: str) -> d
             "tvm": _tvm_snippet(settings, point),
             "vela_ini": _vela_ini_snippet(settings, point),
             "vela_flags": _vela_flags(settings, point),
+            "vela_note": VELA_NOTE,
         },
     }
     errors = schema_errors(config, CONFIG_SCHEMA)

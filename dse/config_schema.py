@@ -105,6 +105,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
                 "tvm": {"type": "object"},
                 "vela_ini": {"type": "string"},
                 "vela_flags": {"type": "array", "items": {"type": "string"}},
+                "vela_note": {"type": "string"},
             },
         },
     },

@@ -39,7 +39,8 @@ class ModelEvaluator:
 
     def __init__(self, settings: StudySettings, path: Path) -> None:
         from cascader.frontend.legalize import LegalizeError
-        from cascader.pipeline import Device, Session
+        from cascader.pipeline import Session
+        from cascader.point import Device
 
         self.settings = settings
         self.path = path
@@ -96,6 +97,11 @@ class ModelEvaluator:
                 unscheduled=str(error),
             )
         return result.with_source(str(self.path))
+
+
+def model_session(settings: StudySettings):
+    """The session of a model study's model on its device (checked as an evaluator is)."""
+    return ModelEvaluator(settings, source_file(settings)).session
 
 
 def make_evaluator(settings: StudySettings) -> Evaluator:

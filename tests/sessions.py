@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from cascader.artifact.build import write_build
 from cascader.core.options import CascaderOptions
 from cascader.pipeline import Front, Session, load_front
 from cascader.point import Device, Estimate, PointConfig
@@ -71,6 +72,12 @@ def compile_model(
     vela_config: str | Path | None = None,
     proposal_region_bytes: int | None = None,
 ):
-    """`Session.compile` of one point: (estimate, point, compiled)."""
+    """`Session.compile` of one point, written into `output_dir` as `dse compile` writes it
+    (`model.tflite`'s stem for bytes): (estimate, point, compiled)."""
     found = session(model, accelerator, system_config, memory_mode, vela_config)
-    return found.compile(PointConfig(sram_bytes, options, proposal_region_bytes), output_dir)
+    estimate, point, compiled = found.compile(
+        PointConfig(sram_bytes, options, proposal_region_bytes)
+    )
+    stem = "model" if isinstance(model, bytes | bytearray) else Path(model).stem
+    write_build(Path(output_dir), found.model_bytes, stem, estimate, point, compiled)
+    return estimate, point, compiled

@@ -28,6 +28,7 @@ LAYERS = (
     "cascader.point",
     "cascader.pipeline",
     "cascader.verify",
+    "cascader.artifact",
     "dse",
 )
 # Layers that may import fewer than all those below them.

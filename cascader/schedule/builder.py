@@ -87,22 +87,15 @@ class Builder:
         self.graph_io = {t.id for t in graph.input_tensors if not t.is_constant} | {
             t.id for t in graph.output_tensors
         }
-        self.alias: dict[int, int] = {}
+        self.alias = net.aliases
         self._blocks: dict[int, tuple[int, int, int]] = {}
         self.homes: dict[int, str] = {}  # tensor -> the area its whole-tensor buffer is in
-        for part in graph.parts:
-            if part.in_line:  # a reshape reads and writes the same bytes
-                self.alias[part.output.id] = part.inputs[0].id
-        self.co_written = net.co_written
-        self.alias.update(self.co_written)
 
     def region_of(self, area: str) -> int:
         return REGION_ARENA if area == self.io else REGION_FAST
 
     def root(self, tid: int) -> int:
-        while tid in self.alias:
-            tid = self.alias[tid]
-        return tid
+        return self.net.buffer_root(tid)
 
     def tensor_shape(self, tid: int) -> tuple[tuple[int, ...], Layout, int]:
         """NHWC shape, layout and element bytes of a graph tensor."""
@@ -650,7 +643,11 @@ class Builder:
 
     def pin_io(self) -> None:
         """A function's inputs are written by the host before its first step and its outputs
-        read after its last, so they stay live across the whole function."""
+        read after its last, so they stay live across the whole function. Between NPU
+        functions the host runs its operators in the same arena, reading the outputs of one
+        function (and maybe graph inputs, for a later operator) while writing the inputs of
+        the next, so with several functions every input and output stays live to the end."""
+        end = len(self.steps) - 1 if len(self.net.functions) > 1 else -1
         span: dict[int, tuple[int, int]] = {}
         for index, step in enumerate(self.steps):
             function = self.net.function_of[step.part]
@@ -669,6 +666,7 @@ class Builder:
                     buf.first = min(buf.first, first)
                 if tensor in graph.output_tensors:
                     buf.last = max(buf.last, last)
+            buf.last = max(buf.last, end)
 
 
 def _rows_from(box: Box, row: int, stop: int | None = None) -> Box:

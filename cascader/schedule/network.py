@@ -58,6 +58,20 @@ class Network:
         return merged
 
     @cached_property
+    def aliases(self) -> dict[int, int]:
+        """Tensor -> the tensor whose buffer holds it: a reshape reads and writes the same
+        bytes, and the copies of a concatenation write one output (`co_written`)."""
+        found = {p.output.id: p.inputs[0].id for p in self.graph.parts if p.in_line}
+        found.update(self.co_written)
+        return found
+
+    def buffer_root(self, tid: int) -> int:
+        """The tensor whose buffer holds tensor `tid` (itself when it has its own)."""
+        while tid in self.aliases:
+            tid = self.aliases[tid]
+        return tid
+
+    @cached_property
     def plan_records(self) -> LruCache:
         """Plan records (`replay.PlanTrace`) by (plan, system, roles, block policy, homes of
         its tensors): a sweep's proposals share most of their plans, also those of different

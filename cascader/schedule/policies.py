@@ -78,6 +78,28 @@ def proposal_schedule(
     return _finish(builder, check=check)
 
 
+def _pinned_io(net: Network) -> list[list]:
+    """Per NPU function, the graph tensors live throughout it besides its ops' own: with
+    several functions, the outputs of the functions before it and its own inputs (see
+    `Builder.pin_io`); with one, none."""
+    graph = net.graph
+    if len(net.functions) < 2:
+        return [[] for _ in net.functions]
+    outputs = [[] for _ in net.functions]
+    inputs = [[] for _ in net.functions]
+    for tensor in graph.output_tensors:
+        for part in tensor.producers:
+            outputs[net.function_of[part.id]].append(tensor)
+    for tensor in graph.input_tensors:
+        for part in tensor.consumers:
+            if tensor not in inputs[net.function_of[part.id]]:
+                inputs[net.function_of[part.id]].append(tensor)
+    return [
+        [*inputs[f], *(t for earlier in outputs[:f] for t in earlier)]
+        for f in range(len(net.functions))
+    ]
+
+
 def layer_by_layer_schedule(
     net: Network,
     memory: SystemMemory,
@@ -99,6 +121,14 @@ def layer_by_layer_schedule(
     def home_of(tid: int) -> str:
         return memory.roles["io"] if builder.root(tid) in builder.graph_io else area
 
+    def sram_bytes(tensors) -> int:
+        return sum(
+            feature_map_bytes(*builder.tensor_shape(t.id))
+            for t in tensors
+            if not t.is_constant and home_of(t.id) == memory.roles["cascade"]
+        )
+
+    pinned = _pinned_io(net)
     plans = []
     slack = 0.0  # cycles of the previous op (of its last slice) a weight copy can hide under
     function = None
@@ -108,11 +138,9 @@ def layer_by_layer_schedule(
         op = net.ops[part.id]
         if net.function_of[part.id] != function:  # a function's first op follows no NPU op
             slack, function = 0.0, net.function_of[part.id]
-        free = memory.sram_bytes - sum(
-            feature_map_bytes(*builder.tensor_shape(t.id))
-            for t in [*part.inputs, part.output]
-            if not t.is_constant and home_of(t.id) == memory.roles["cascade"]
-        )
+        mine = [*part.inputs, part.output]
+        others = [t for t in pinned[function] if t not in mine]
+        free = memory.sram_bytes - sram_bytes(mine) - sram_bytes(others)
         in_place = reads_weights_in_place(op, memory, encoded_size, part.id, free)
         areas = (home_of(part.inputs[0].id), home_of(part.output.id), memory.roles["cascade"])
         block = whole_op_block(memory, op, areas)

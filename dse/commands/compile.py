@@ -1,11 +1,13 @@
-"""`dse compile`: rebuild one design point's schedule and write its NPU command streams, driver
-payloads, encoded constants and a manifest (regions, scratch size, I/O addresses, estimate)."""
+"""`dse compile`: rebuild one design point's schedule and write the model as the firmware runs
+it (`<model>_dse.tflite`, Vela's layout), its NPU command streams, driver payloads, encoded
+constants and a manifest (regions, scratch size, I/O addresses, estimate)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from cascader.artifact.build import write_build
 from cascader.pipeline import Session
 from cascader.point import PointConfig
 from dse.commands.estimate import nothing_fits, scored_point
@@ -22,19 +24,22 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(f"-o {out}: exists and is not a directory")
 
     def run_compile(session: Session, config: PointConfig):
-        return session.compile(config, out)
+        return session, *session.compile(config)
 
-    try:
-        result, point, _ = scored_point(args, args.sram, run_compile)
-    except OSError as error:
-        raise BadInput(f"cannot write {out}: {error.strerror}") from None
+    session, result, point, compiled = scored_point(args, args.sram, run_compile)
     if not result.fits:
         raise nothing_fits(result)
+    try:
+        shipped = write_build(out, session.model_bytes, Path(args.model).stem, result, point,
+                              compiled)  # fmt: skip
+    except OSError as error:
+        raise BadInput(f"cannot write {out}: {error.strerror}") from None
     schedule = point.schedule
     print(
         f"wrote {out}: {len(result.ops)} NPU ops in "
         f"{len({schedule.network.function_of[s.part] for s in schedule.steps})} command "
         f"stream(s), scratch {format_size(schedule.scratch_bytes)}, SRAM used "
-        f"{format_size(result.sram_used_bytes)}, {result.total_cycles:.0f} cycles"
+        f"{format_size(result.sram_used_bytes)}, {result.total_cycles:.0f} cycles; "
+        f"firmware model {shipped.name}"
     )
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dse.config import build_config, select_trial, write_config
+from dse.config import build_config, pool_within, select_trial, write_config
 from dse.sizes import format_size
 from dse.study import load_study, open_storage
 
@@ -13,7 +13,8 @@ from dse.study import load_study, open_storage
 def run(args: argparse.Namespace) -> int:
     study = load_study(open_storage(args.storage, heartbeat=False), args.study)
     trial = select_trial(study, args.trial, args.max_sram, args.max_cycles)
-    config = build_config(study, trial, args.storage)
+    pool = pool_within(study, trial, args.max_sram) if args.max_sram is not None else None
+    config = build_config(study, trial, args.storage, pool)
     write_config(config, Path(args.output))
     predicted = config["predicted"]
     print(

@@ -23,7 +23,8 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.
 def study_db(tmp_path_factory: pytest.TempPathFactory) -> str:
     out = tmp_path_factory.mktemp("export")
     argv = ["sweep", "--model", str(EXAMPLE), "--trials", "8", "--study", "s", "--out", str(out)]
-    assert main([*argv, "--sram-min", "96KiB", "--sram-max", "1MiB", "--json"]) == 0
+    argv += ["--sram-min", "96KiB", "--sram-max", "1MiB", "--seed", "3", "--json"]
+    assert main(argv) == 0
     return f"sqlite:///{out / 'study.db'}"
 
 
@@ -88,6 +89,39 @@ def test_max_sram_picks_the_fastest_within_and_max_cycles_the_smallest(
     assert _export(study_db, cfg, "--max-cycles", str(limit)) == 0
     best = min((s, c, pool, n) for s, c, pool, n in points if c <= limit)
     assert json.loads(cfg.read_text())["study"]["trial"] == best[3]
+
+
+def test_max_sram_writes_a_pool_within_the_budget_that_builds_the_same(
+    study_db: str, tmp_path: Path
+) -> None:
+    """A budget between what the fastest point within it uses and the pool it was sampled
+    with: the config's pool (Vela's arena and TVM's pool hint too) is within the budget, and
+    the point compiles there exactly as at the pool it was scored with."""
+    over = [p for p in _points(study_db) if p[2] - p[0] >= 64]  # pools well above their use
+    sram, cycles, pool, number = min(over, key=lambda p: (p[1], p[0]))
+    faster_within = [
+        p for p in _points(study_db) if (p[1], p[0]) < (cycles, sram) and p[0] <= pool - 32
+    ]
+    budget = min([pool - 32, *(p[0] - 16 for p in faster_within)])
+    budget = max(budget, sram)
+    cfg = tmp_path / "cfg.json"
+    assert _export(study_db, cfg, "--max-sram", str(budget)) == 0
+    config = json.loads(cfg.read_text())
+    assert config["study"]["trial"] == number
+    assert sram <= config["sram_pool_bytes"] <= budget
+    flags = config["snippets"]["vela_flags"]
+    assert int(flags[flags.index("--arena-cache-size") + 1]) <= budget
+    assert config["snippets"]["tvm"]["workspace_memory_pools"][0]["size_hint_bytes"] <= budget
+    assert "not this point's schedule" in config["snippets"]["vela_note"]
+    builds = []
+    for where, args in (("written", ["--config", str(cfg)]), ("sampled", ["--trial", str(number)])):
+        if where == "sampled":
+            assert _export(study_db, cfg, *args) == 0
+            args = ["--config", str(cfg)]
+        out = tmp_path / where
+        assert main(["compile", "--model", str(EXAMPLE), *args, "-o", str(out)]) == 0
+        builds.append({f.name: f.read_bytes() for f in out.iterdir() if f.name != "manifest.json"})
+    assert builds[0] == builds[1]
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from cascader.artifact.build import write_build
 from cascader.core.options import CascaderOptions
 from cascader.ethosu import device, npu_op, vela_cost, weights
 from cascader.ir.boxes import input_boxes
@@ -38,7 +39,8 @@ def _estimates(session: Session) -> list[dict]:
 
 
 def _compiled(session: Session, out: Path) -> dict[str, bytes]:
-    session.compile(PointConfig(160 * 1024, CascaderOptions(), 1 << 20), out)
+    estimate, point, compiled = session.compile(PointConfig(160 * 1024, CascaderOptions(), 1 << 20))
+    write_build(out, session.model_bytes, EXAMPLE.stem, estimate, point, compiled)
     return {f.name: f.read_bytes() for f in sorted(out.iterdir())}
 
 

@@ -16,7 +16,8 @@ from cascader.reference.striped import StripedExecutor, StripeError
 from cascader.schedule.point import Point
 from cascader.testing.networks import CATALOGUE, host_op
 from cascader.testing.tflite_builder import ModelBuilder
-from cascader.verify.hybrid import HostStep, HybridModel, NpuStep, run_model
+from cascader.verify.boundaries import NpuStep
+from cascader.verify.hybrid import HostStep, HybridModel, run_model
 from cascader.verify.litert import litert_outputs, random_inputs
 
 
