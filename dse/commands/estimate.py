@@ -5,6 +5,8 @@ graph JSON with the cascader's own cost instead (no model, no Vela)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 from collections.abc import Callable
 from dataclasses import replace
@@ -21,6 +23,7 @@ from cascader.pipeline import Session
 from cascader.point import Device, Estimate, PointConfig
 from dse.errors import BadInput, NothingFits
 from dse.sizes import format_size
+from dse.space import SearchSpace
 
 DEFAULT_SRAM_POOL = 1 << 20
 T = TypeVar("T")
@@ -54,16 +57,53 @@ def nothing_fits(result: Estimate) -> NothingFits:
     )
 
 
+_OPTION_FLAGS = ("stripe_factors", "max_plan_size", "max_proposals", "always_copy_size",
+                 "cost_model")  # fmt: skip
+
+
+def options_given(args: argparse.Namespace) -> bool:
+    """Whether any flag pins the cascader's options (an exported config pins them all)."""
+    switches = (args.no_cascade, args.no_striping, args.multi_dimensional_striping)
+    return any(switches) or any(getattr(args, name) is not None for name in _OPTION_FLAGS)
+
+
+def best_seed_kind(session: Session, sram: int, region: int | None) -> PointConfig:
+    """The point a sweep's seed kinds (cascader off, its defaults, the `vela` cost model,
+    copying everything or nothing, the smallest schedules) make fastest within `sram`:
+    never slower than the cascader off, and fitting wherever any kind fits. When none fits,
+    the one needing the least SRAM (so the refusal names the least any of them needs)."""
+    scored = []
+    for order, kind in enumerate(SearchSpace(sram, sram, cascader_optional=True).seed_kinds()):
+        config = replace(kind, sram_pool_bytes=sram).config(region)
+        try:
+            result = session.score(config)
+        except ScheduleError:
+            continue
+        scored.append((result, order, config))
+    if not scored:
+        raise BadInput(f"no seed kind of schedule can be built for {format_size(sram)}")
+    fitting = [s for s in scored if s[0].fits]
+    if fitting:
+        return min(fitting, key=lambda s: (s[0].total_cycles, s[0].sram_used_bytes, s[1]))[2]
+    return min(scored, key=lambda s: (s[0].sram_used_bytes, s[1]))[2]
+
+
 def scored_point(
     args: argparse.Namespace, sram: int, run: Callable[[Session, PointConfig], T]
 ) -> T:
-    """`run(session, config)` for the flags' point, library errors turned into BadInput."""
+    """`run(session, config)` for the flags' point, library errors turned into BadInput.
+    With no option flags, the point is the best of a sweep's seed kinds (`best_seed_kind`)."""
     device = Device(args.accelerator_config, args.system_config, args.memory_mode,
                     args.vela_config)  # fmt: skip
     try:
         device.memory(sram)  # names checked before the model is imported
         session = Session(args.model, device)
-        return run(session, PointConfig(sram, cascader_options(args), args.proposal_region))
+        if options_given(args):
+            config = PointConfig(sram, cascader_options(args), args.proposal_region)
+        else:
+            with contextlib.redirect_stdout(io.StringIO()):  # Vela's allocator warnings
+                config = best_seed_kind(session, sram, args.proposal_region)
+        return run(session, config)
     except (ModelError, DeviceConfigError, ScheduleError) as error:
         raise BadInput(str(error)) from None
     except LegalizeError as error:

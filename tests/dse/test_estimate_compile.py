@@ -11,7 +11,9 @@ from sessions import estimate
 
 from cascader.core.options import CascaderOptions
 from cascader.testing.networks import CATALOGUE
+from cascader.testing.shared import shared_dir
 from dse.cli import main
+from dse.sizes import parse_size
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 KEYS = {
@@ -226,3 +228,45 @@ def test_a_reshape_between_model_input_and_output_compiles_to_a_copy(tmp_path: P
     manifest = json.loads((out / "manifest.json").read_text())
     assert sorted(row["kind"] for row in manifest["io"]) == ["input", "output"]
     assert main(["verify", "--model", str(model), "--sram", "256KiB"]) == 0
+
+
+def _cli_estimate(capsys: pytest.CaptureFixture[str], model: Path, *flags: str) -> tuple[int, dict]:
+    code = main(["estimate", "--model", str(model), "--json", *flags])
+    out = capsys.readouterr().out
+    return code, (json.loads(out) if out.strip() else {})
+
+
+@pytest.mark.parametrize(
+    ("name", "pool"),
+    [("example", "96KiB"), ("example", "4MiB"), ("chain", "16KiB"), ("residual", "64KiB")],
+)
+def test_a_point_without_option_flags_is_never_slower_than_the_cascader_off(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str, pool: str
+) -> None:
+    """With no option flags a point command takes the best of a sweep's seed kinds, so it
+    fits wherever the cascader off fits and is never slower there."""
+    model = EXAMPLE
+    if name != "example":
+        model = tmp_path / f"{name}.tflite"
+        model.write_bytes(CATALOGUE[name]().build())
+    code, best = _cli_estimate(capsys, model, "--sram", pool)
+    off_code, off = _cli_estimate(capsys, model, "--sram", pool, "--no-cascade")
+    if off_code == 0:
+        assert code == 0 and best["total_cycles"] <= off["total_cycles"]
+    if code == 0:
+        assert best["fits"] and best["sram_used_bytes"] <= parse_size(pool)
+
+
+def test_option_flags_still_pin_the_point(capsys: pytest.CaptureFixture[str]) -> None:
+    pinned = _estimate(capsys, "--sram", "4MiB", "--cost-model", "tvm")
+    assert pinned["cascader"]["enabled"] and pinned["cascader"]["options"]["cost_model"] == "tvm"
+    assert pinned["cascader"]["options"]["always_copy_size"] == 1024
+
+
+def test_mobilenet_v2_fits_256_kib_without_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    shared = shared_dir()
+    if shared is None:
+        pytest.skip("../shared is not here")
+    code, data = _cli_estimate(capsys, shared / "models" / "mobilenet_v2_100_224.tflite",
+                               "--sram", "256KiB")  # fmt: skip
+    assert code == 0 and data["fits"] and data["sram_used_bytes"] <= 256 * 1024

@@ -47,10 +47,11 @@ def test_verify_json_is_the_design_object(capsys: pytest.CaptureFixture[str]) ->
 @pytest.mark.parametrize(
     "flags",
     [
-        ["--sram", "64KiB"],
+        ["--sram", "64KiB", "--cost-model", "tvm"],
         ["--sram", "1MiB", "--no-striping"],
         ["--sram", "256KiB", "--multi-dimensional-striping"],
         ["--sram", "256KiB", "--no-cascade"],
+        ["--sram", "64KiB"],  # the best of a sweep's seed kinds
     ],
 )
 def test_schedules_of_a_builder_network_equal_the_reference(
@@ -60,13 +61,14 @@ def test_schedules_of_a_builder_network_equal_the_reference(
     assert code == 0, out
     data = json.loads(out)
     assert data["max_abs_diff"]["schedule_vs_reference"] == 0
-    assert data["schedule"]["cascaded"] == ("--no-cascade" not in flags)
+    if len(flags) > 2:  # option flags pin the point
+        assert data["schedule"]["cascaded"] == ("--no-cascade" not in flags)
 
 
 def test_verify_prints_a_table(capsys: pytest.CaptureFixture[str], chain: Path) -> None:
     code, out = _verify(capsys, chain, "--sram", "256KiB")
     assert code == 0, out
-    assert "schedule vs reference" in out and "cascaded schedule of" in out
+    assert "schedule vs reference" in out and " schedule of " in out
 
 
 def test_a_pool_nothing_fits_in_exits_3(capsys: pytest.CaptureFixture[str], chain: Path) -> None:
