@@ -48,7 +48,7 @@ def load_front(model: bytes, accelerator: str) -> Front:
     """Import, partition and legalize `model` and build its cascader graph for `accelerator`."""
     half = front_half(model)
     sha = hashlib.sha256(model).hexdigest()
-    return Front(sha, network(list(half.functions), accelerator), half.host_ops)
+    return Front(sha, network(list(half.functions), accelerator, half.ties), half.host_ops)
 
 
 class Session:

@@ -246,6 +246,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_point_options(p, "--vela-config")
     p.add_argument("--samples", type=_positive_int, default=1, metavar="N")
     _add_json(p)
+
+    p = sub.add_parser(
+        "simulate", help="run a Vela-format .tflite on the Ethos-U simulator against LiteRT"
+    )
+    p.add_argument("--model", required=True, metavar="X.tflite", help="dse's or Vela's output")
+    p.add_argument("--reference", required=True, metavar="M.tflite", help="the original model")
+    p.add_argument("--samples", type=_positive_int, default=1, metavar="N")
+    _add_json(p)
     return parser
 
 
@@ -281,6 +289,8 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
         from dse.commands.propose import run
     elif name == "verify":
         from dse.commands.verify import run
+    elif name == "simulate":
+        from dse.commands.simulate import run
     else:
         raise ValueError(f"no command {name!r}")
     return run

@@ -192,7 +192,7 @@ def vela_tflite(
         entry.buffer = len(new_buffers) - 1
         metadata.append(entry)
     offsets = [_NOT_PLANNED] * len(kept_tensors)
-    for tid in {scratch, fast}:
+    for tid in {scratch, fast} & new_id.keys():  # unused when no NPU function
         offsets[new_id[tid]] = 0
     for tid, address in placed.items():
         offsets[new_id[tid]] = address
@@ -201,9 +201,14 @@ def vela_tflite(
     entry = schema.MetadataT()
     entry.name, entry.buffer = OFFLINE_ALLOCATION, len(new_buffers) - 1
     metadata.append(entry)
+    signatures = []
     for signature in tree.signatureDefs or []:
-        for tensor_map in [*(signature.inputs or []), *(signature.outputs or [])]:
-            tensor_map.tensorIndex = new_id[tensor_map.tensorIndex]
+        maps = [*(signature.inputs or []), *(signature.outputs or [])]
+        if all(m.tensorIndex in new_id for m in maps):  # else it names no tensor of the graph
+            for tensor_map in maps:
+                tensor_map.tensorIndex = new_id[tensor_map.tensorIndex]
+            signatures.append(signature)
+    tree.signatureDefs = signatures
     tree.buffers = new_buffers
     tree.metadata = metadata
     tree.operatorCodes = _used_codes(codes, operators)

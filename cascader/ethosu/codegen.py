@@ -10,7 +10,7 @@ Dedicated_Sram). Everything is laid out in first-use order, so equal inputs give
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import numpy as np
@@ -51,7 +51,7 @@ from cascader.ethosu.weights import (
     is_part_kernel_first,
     laid_out,
 )
-from cascader.ir.boxes import Box, copy_box
+from cascader.ir.boxes import Box, copy_box, input_boxes
 from cascader.ir.errors import ScheduleError
 from cascader.ir.layout import BRICK
 from cascader.ir.npu_ops import (
@@ -64,6 +64,7 @@ from cascader.ir.npu_ops import (
     Pooling,
     Quant,
     UnaryElementwise,
+    feature_inputs,
 )
 from cascader.ir.schedule import REGION_CONSTANTS, Buffer, Copy, Schedule, Stripe
 from cascader.ir.units import align
@@ -236,6 +237,8 @@ def _activation(op: NpuOp, ofm: NpuTensor, lut_index: int) -> NpuActivation | No
         activation = NpuActivation(NpuActivationOp.TABLE_LOOKUP)
         activation.lookup_table_index = lut_index
         return activation
+    if ofm.dtype == "int32":  # 32-bit results are written whole, as the reference writes them
+        return None
     activation = NpuActivation(NpuActivationOp.NONE_OR_RELU)
     q = _quant(ofm.quant)
     scale = q.scale_f32 or 1.0
@@ -244,16 +247,45 @@ def _activation(op: NpuOp, ofm: NpuTensor, lut_index: int) -> NpuActivation | No
     return activation
 
 
+def _input(tensor: NpuTensor, fm: NpuFeatureMap) -> NpuFeatureMap:
+    """An input feature map with the quantisation the NPU reads it with (`_read_quant`)."""
+    fm.quantization = _read_quant(tensor)
+    return fm
+
+
+def _stored_average(npu: NpuPoolingOperation) -> None:
+    """An average pool averages the stored values, zero points 0, as Vela runs them
+    (`use_zero_point_0`) and as TFLite's AVERAGE_POOL_2D and the reference do; its OFM scale
+    is 1/N times the ratio of the scales, so scales the flow left unknown (an average of a
+    graph input keeps its scale) are taken equal, or the NPU would sum instead of average."""
+    ifm, ofm = npu.ifm.quantization, npu.ofm.quantization
+    unknown = ifm.scale_f32 is None or ofm.scale_f32 is None
+    npu.ifm.quantization = NpuQuantization(
+        scale_f32=1.0 if unknown else ifm.scale_f32, zero_point=0
+    )
+    npu.ofm.quantization = NpuQuantization(
+        scale_f32=1.0 if unknown else ofm.scale_f32, zero_point=0
+    )
+
+
 def _fits_register(tensor: NpuTensor, value: int) -> bool:
     """Whether a constant fits the 16-bit IFM2 scalar register (and converts exactly)."""
     info = np.iinfo(tensor.dtype)
     return max(info.min, -(1 << 15)) <= value <= min(info.max, (1 << 15) - 1)
 
 
+def _read_quant(tensor: NpuTensor) -> NpuQuantization:
+    """The quantisation the NPU reads a tensor with: a 32-bit one with zero point 0, as Vela
+    programs them (`use_zero_point_0`) and the reference reads them."""
+    if tensor.dtype == "int32":
+        return _quant(Quant(tensor.quant.scale, 0))
+    return _quant(tensor.quant)
+
+
 def _scalar_map(tensor: NpuTensor) -> NpuFeatureMap:
     fm = NpuFeatureMap()
     fm.data_type = _DTYPES[tensor.dtype]
-    fm.quantization = _quant(tensor.quant)
+    fm.quantization = _read_quant(tensor)
     fm.shape = NpuShape3D(1, 1, 1)
     fm.layout = NpuLayout.NHWC
     return fm
@@ -261,7 +293,7 @@ def _scalar_map(tensor: NpuTensor) -> NpuFeatureMap:
 
 def _scalar_value(tensor: NpuTensor, value: int) -> float:
     """The real value whose quantisation in `tensor`'s parameters is the integer `value`."""
-    q = _quant(tensor.quant)
+    q = _read_quant(tensor)
     return float((value - q.zero_point) * (q.scale_f32 or 1.0))
 
 
@@ -317,7 +349,7 @@ class _Emitter:
         net = self.schedule.network
         dest = self.buffers[copy.dest]
         if copy.what == "feature_map":
-            src = self.buffers[copy.source]
+            src = self.viewed_source(copy)
             runs = _copy_runs(copy.box, src, (0, 0, 0, 0), dest, copy.box.start)
             return [
                 NpuDmaOperation(
@@ -335,6 +367,28 @@ class _Emitter:
                 NpuAddressRange(dest.region, dest.address, length),
             )
         ]
+
+    def viewed_source(self, copy: Copy) -> Buffer:
+        """The whole-tensor buffer a feature-map copy reads, framed in the shape its box is
+        given in (the reading op's): a tensor made in another shape (softmax's input, made
+        as its channel max reads it) holds the same row-major NHWC bytes."""
+        src = self.buffers[copy.source]
+        part = self.schedule.network.graph.parts[copy.part]
+        op = self.schedule.network.ops[copy.part]
+        slot = next(i for i, t in enumerate(part.inputs) if t.id == copy.tensor)
+        shape = tuple(feature_inputs(op)[slot].shape)
+        if tuple(src.frame) == shape:
+            return src
+        if (
+            src.kind != "tensor"
+            or src.layout != Layout.NHWC
+            or math.prod(shape) != math.prod(src.frame)
+        ):
+            raise ScheduleError(
+                f"{op.name} copies tensor {copy.tensor} as {shape} from a {src.kind} "
+                f"{src.layout.value} buffer framed {src.frame}"
+            )
+        return replace(src, frame=shape)
 
     def constant_range(self, op: Conv2D, part: int, what: str, lo: int, hi: int):
         key = (what, part, lo, hi)
@@ -394,7 +448,6 @@ class _Emitter:
             before += dma
         out = self.buffers[stripe.ofm_buffer]
         ofm_box = stripe.ofm
-        ifm_box, ifm_buf, ifm_origin = stripe.ifms[0]
         if isinstance(op, Identity) and op.ifm.shape != op.ofm.shape:
             return before + self.block_copy(op, stripe)
         npu: NpuBlockOperation
@@ -426,11 +479,15 @@ class _Emitter:
         if isinstance(op, BinaryElementwise):
             self.operands(npu, op, stripe)
         else:
-            npu.ifm = _feature_map(op.ifm, ifm_box, self.buffers[ifm_buf], ifm_origin)
+            npu.ifm = self.operand_map(stripe, 0)
         npu.ofm = _feature_map(op.ofm, ofm_box, out, stripe.ofm_origin)
+        if op.ofm.dtype == "int32" and (act is None or act.kind != "LUT"):
+            npu.ofm.quantization = _read_quant(op.ofm)  # written without a zero point
+        if isinstance(op, Pooling) and op.pool_type == "AVG":
+            _stored_average(npu)
         if isinstance(op, UnaryElementwise) and op.operator == "LUT":
             npu.ofm.quantization = npu.ifm.quantization  # the table maps the raw input value
-        top, left, bottom, right = stripe.padding
+        top, left, bottom, right = self.padding(stripe)
         if not isinstance(npu, NpuElementWiseOperation):
             npu.padding = NpuPadding(top=top, left=left, bottom=bottom, right=right)
         # A table lookup in another slot than the first gets its own activation.
@@ -462,11 +519,8 @@ class _Emitter:
         """IFM and IFM2 of a binary op. A constant operand becomes the IFM2 scalar register
         when it fits its 16 bits, else a 1x1x1 tensor in the constants region; the operands
         swap when the first is the scalar or the broadcast one."""
-        (box1, buf1, org1), (box2, buf2, org2) = stripe.ifms
-        first = None if op.ifm_scalar is not None else (
-            _feature_map(op.ifm, box1, self.buffers[buf1], org1))  # fmt: skip
-        second = None if op.ifm2_scalar is not None else (
-            _feature_map(op.ifm2, box2, self.buffers[buf2], org2))  # fmt: skip
+        first = None if op.ifm_scalar is not None else self.operand_map(stripe, 0)
+        second = None if op.ifm2_scalar is not None else self.operand_map(stripe, 1)
         if first is None and second is not None and _fits_register(op.ifm, op.ifm_scalar):
             npu.reversed_operands = True
             npu.ifm, npu.ifm2 = second, _scalar_map(op.ifm)
@@ -481,6 +535,40 @@ class _Emitter:
         if any(a < b for a, b in zip(npu.ifm.shape, npu.ifm2.shape, strict=True)):
             npu.ifm, npu.ifm2 = npu.ifm2, npu.ifm  # the NPU broadcasts only IFM2
             npu.reversed_operands = True
+
+    def padding(self, stripe: Stripe) -> tuple[int, int, int, int]:
+        """The stripe's padding; for an op that reads its IFM under its own shape (see
+        `operand_map`), the padding of its window over that shape."""
+        net = self.schedule.network
+        own = net.own_ops[stripe.part]
+        if own.ifm.shape == net.ops[stripe.part].ifm.shape:
+            return stripe.padding
+        _, padding = input_boxes(own, stripe.ofm)
+        return padding
+
+    def operand_map(self, stripe: Stripe, slot: int) -> NpuFeatureMap:
+        """Feature-map input `slot` of a stripe as the NPU reads it. An op may read a tensor
+        under another shape than the one its buffer was made in (softmax's SUB reads the
+        (1, H*W, 1, 1) maxima as (1, H, W, 1) and its input, made as the channel max reads
+        it, (1, H*W, C, 1), as (1, H, W, C); a fully connected layer reads a 4-D input as
+        one row): it reads the same row-major NHWC bytes, addressed in its own shape."""
+        net = self.schedule.network
+        box, index, origin = stripe.ifms[slot]
+        tensor = feature_inputs(net.ops[stripe.part])[slot]
+        own = net.own_ops[stripe.part]
+        view = feature_inputs(own)[slot]
+        buf = self.buffers[index]
+        whole = buf.kind == "tensor"
+        if view.shape == tensor.shape and (not whole or tuple(buf.frame) == tuple(view.shape)):
+            return _input(tensor, _feature_map(tensor, box, buf, origin))
+        if not whole or buf.layout != Layout.NHWC:
+            raise ScheduleError(
+                f"{own.name} reads {tensor.name} as {view.shape} from a {buf.kind} "
+                f"{buf.layout.value} buffer; only a whole NHWC tensor reads under another shape"
+            )
+        boxes, _ = input_boxes(own, stripe.ofm)
+        viewed = _feature_map(view, boxes[slot], replace(buf, frame=view.shape), (0, 0, 0, 0))
+        return _input(tensor, viewed)
 
     def constant_map(self, tensor: NpuTensor, value: int) -> NpuFeatureMap:
         data = np.array([value], dtype=np.dtype(tensor.dtype).newbyteorder("<")).tobytes()

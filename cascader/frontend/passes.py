@@ -7,19 +7,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import tvm
+from tvm import relax
 
-from cascader.frontend.legalize import choose_layouts, legalize, remove_identities
+from cascader.frontend.legalize import choose_layouts, ethosu_functions, legalize, remove_identities
 from cascader.frontend.partition import host_ops, partition_for_ethosu
 from cascader.frontend.tflite_import import import_tflite
-from cascader.ir.npu_ops import NpuFunction
+from cascader.ir.npu_ops import NpuFunction, Tie
 
 
 @dataclass(frozen=True)
 class FrontHalf:
-    """A model's NPU functions in model order, and the operators left on the host."""
+    """A model's NPU functions in model order, the operators left on the host, and which
+    function inputs are other functions' outputs (`npu_ties`)."""
 
     functions: tuple[NpuFunction, ...]
     host_ops: tuple[str, ...]
+    ties: tuple[Tie, ...] = ()
 
 
 def npu_functions(module: tvm.IRModule) -> list[NpuFunction]:
@@ -28,10 +31,34 @@ def npu_functions(module: tvm.IRModule) -> list[NpuFunction]:
     return [choose_layouts(remove_identities(f)) for f in legalize(module)]
 
 
+def npu_ties(module: tvm.IRModule) -> tuple[Tie, ...]:
+    """Where the partitioned module's main passes one "ethos-u" function's output, as it is,
+    to another: both are the same tensor of the model, so they share one buffer."""
+    npu = {str(name) for name, _ in ethosu_functions(module)}
+    made: dict[relax.Var, tuple[str, int]] = {}
+    tuples: dict[relax.Var, str] = {}
+    ties: list[Tie] = []
+    for block in module["main"].body.blocks:
+        for binding in block.bindings:
+            value = binding.value
+            if isinstance(value, relax.Call) and isinstance(value.op, relax.GlobalVar):
+                name = value.op.name_hint
+                if name not in npu:
+                    continue
+                ties.extend((name, i, *made[a]) for i, a in enumerate(value.args) if a in made)
+                if isinstance(binding.var.ty, relax.TupleType):
+                    tuples[binding.var] = name
+                else:
+                    made[binding.var] = (name, 0)
+            elif isinstance(value, relax.TupleGetItem) and value.tuple_value in tuples:
+                made[binding.var] = (tuples[value.tuple_value], int(value.index))
+    return tuple(ties)
+
+
 def front_half(model: bytes, name: str = "model") -> FrontHalf:
     """Import, partition and legalize a validated TFLite model."""
     module = partition_for_ethosu(import_tflite(model, name))
-    return FrontHalf(tuple(npu_functions(module)), tuple(host_ops(module)))
+    return FrontHalf(tuple(npu_functions(module)), tuple(host_ops(module)), npu_ties(module))
 
 
 def model_npu_functions(model: bytes) -> list[NpuFunction]:

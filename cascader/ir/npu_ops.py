@@ -165,6 +165,10 @@ class Identity:
 
 NpuOp = Conv2D | Pooling | BinaryElementwise | UnaryElementwise | Identity
 
+# (NPU function, input position, NPU function, output position): an input of one function
+# that is an output of another as it is, no host operator between (a skip over a host op).
+Tie = tuple[str, int, str, int]
+
 
 @dataclass(frozen=True)
 class NpuFunction:

@@ -19,8 +19,10 @@ REGION_CONSTANTS, REGION_ARENA, REGION_FAST = 0, 1, 2
 
 class ScheduledNetwork(Protocol):
     """What a schedule needs of the network it runs (`cascader.schedule.network.Network`):
-    the NPU functions, per part its op and function, the cascader graph (parts with inputs,
-    output, propagators; graph inputs and outputs), and each graph tensor's feature map."""
+    the NPU functions, per part its op (inputs in the shapes the graph gives them) and that
+    op as its function wrote it (`own_ops`: inputs in the shapes the op reads them), its
+    function, the cascader graph (parts with inputs, output, propagators; graph inputs and
+    outputs), and each graph tensor's feature map."""
 
     @property
     def functions(self) -> tuple[NpuFunction, ...]: ...
@@ -32,10 +34,16 @@ class ScheduledNetwork(Protocol):
     def function_of(self) -> tuple[int, ...]: ...
 
     @property
+    def own_ops(self) -> tuple[NpuOp, ...]: ...
+
+    @property
     def graph(self) -> Any: ...
 
     @property
     def co_written(self) -> dict[int, int]: ...
+
+    @property
+    def aliases(self) -> dict[int, int]: ...
 
     def feature_map(self, tid: int) -> NpuTensor: ...
 

@@ -24,12 +24,10 @@ from cascader.ir.layout import BRICK, AffineRead, propagate_box, stored_shape
 from cascader.ir.npu_ops import (
     Identity,
     Layout,
-    NpuOp,
     NpuTensor,
-    as_feature_maps,
     feature_inputs,
 )
-from cascader.ir.schedule import Buffer, Copy, Schedule, ScheduledNetwork, Stripe
+from cascader.ir.schedule import Buffer, Copy, Schedule, Stripe
 from cascader.reference.run import op_reads, run_op_box
 
 
@@ -137,16 +135,6 @@ def _flat_indices(box: Box, shape: tuple[int, ...]) -> np.ndarray:
     return flat
 
 
-def own_ops(net: ScheduledNetwork) -> tuple[NpuOp, ...]:
-    """Per part, its op as its function wrote it (feature maps 4-D): each input in the shape
-    the op reads it, where the graph gives the producer's shape."""
-    ops = tuple(as_feature_maps(op) for f in reversed(net.functions) for op in reversed(f.ops))
-    for part, (own, graph_op) in enumerate(zip(ops, net.ops, strict=True)):
-        if own.name != graph_op.name:
-            raise ValueError(f"part {part} runs {graph_op.name}, the functions say {own.name}")
-    return ops
-
-
 class StripedExecutor:
     """Executes a Schedule on the integer reference. `propagators` (per part id) replaces the
     graph's propagators for the reads, to check a schedule against other propagators."""
@@ -157,11 +145,10 @@ class StripedExecutor:
         net = schedule.network
         self.schedule = schedule
         self.net = net
-        self.own = own_ops(net)
+        self.own = net.own_ops
         self.propagators = {p.id: list(p.propagators) for p in net.graph.parts}
         self.propagators.update({k: list(v) for k, v in (propagators or {}).items()})
-        self.alias = {p.output.id: p.inputs[0].id for p in net.graph.parts if p.in_line}
-        self.alias.update(net.co_written)
+        self.alias = dict(net.aliases)
         self._function_of_tensor = {
             tensor.id: net.function_of[part.id]
             for part in net.graph.parts
@@ -179,6 +166,19 @@ class StripedExecutor:
         for buffer in schedule.buffers:
             ends[buffer.region] = max(ends.get(buffer.region, 0), buffer.address + buffer.size)
         self._regions = {region: np.zeros(end, np.uint8) for region, end in ends.items()}
+        # A copy buffer holds boxes in its reading op's shape of the tensor, which is not the
+        # tensor's own where the op reads it under another shape.
+        self._copy_shape = {
+            step.dest: self._view_shape(step) for step in schedule.steps if isinstance(step, Copy)
+        }
+
+    def _view_shape(self, copy: Copy) -> tuple[int, ...]:
+        """The shape of its tensor the box of a copy is given in: its reading part's."""
+        part = self.net.graph.parts[copy.part]
+        if copy.what != "feature_map":
+            return ()
+        slot = next(i for i, t in enumerate(part.inputs) if t.id == copy.tensor)
+        return tuple(feature_inputs(self.net.ops[copy.part])[slot].shape)
 
     def _root(self, tid: int) -> int:
         while tid in self.alias:
@@ -248,6 +248,8 @@ class StripedExecutor:
         if held is None:
             buffer = self.schedule.buffers[index]
             tensor = replace(self.net.feature_map(buffer.tensor), layout=buffer.layout)
+            if self._copy_shape.get(index):
+                tensor = replace(tensor, shape=self._copy_shape[index])
             memory = self._regions[buffer.region][buffer.address : buffer.address + buffer.size]
             held = self._held[index] = _Held(buffer, tensor, memory)
         return held
@@ -294,7 +296,7 @@ class StripedExecutor:
             self._constants[copy.dest] = (copy.box.start[0], copy.box.start[0] + copy.box.shape[0])
             return
         box = copy.box
-        shape = self.net.feature_map(copy.tensor).shape
+        shape = self._copy_shape[copy.dest]
         where = f"step {step}: copy of tensor {copy.tensor} for part {copy.part}"
         values = self._read(where, copy.source, shape, box, None)
         self._buffer(copy.dest).write(box, box.start, values)
@@ -312,11 +314,13 @@ class StripedExecutor:
         propagators = self.propagators[stripe.part]
         inputs: list[np.ndarray | None] = []
         slots = zip(feature_inputs(op), feature_inputs(own), reads, stripe.ifms, strict=True)
-        for slot, (tensor, view, read, (_, index, origin)) in enumerate(slots):
+        for slot, (tensor, view, read, (given, index, origin)) in enumerate(slots):
             if index < 0:  # a scalar operand
                 inputs.append(None)
                 continue
             box = propagated_box(propagators[slot], ofm, op.ofm, tensor)
+            if index in self._copy_shape and given.contains(read) and not given.contains(box):
+                box = given  # a copy holds what the stripe reads, not all a reshape's view
             here = f"{where} input {slot}"
             if view.shape != tensor.shape and box != Box.whole(tensor.shape):
                 raise StripeError(

@@ -4,7 +4,7 @@ graph, and per part the NPU op it runs and the index of its function."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from cascader.core.graph import CascaderGraph
@@ -22,6 +22,7 @@ from cascader.ir.npu_ops import (
     NpuOp,
     NpuTensor,
     Pooling,
+    Tie,
     as_feature_maps,
 )
 
@@ -32,12 +33,15 @@ _PLAN_RECORDS_KEPT = 4096
 @dataclass(frozen=True)
 class Network:
     """The model's NPU functions, its cascader graph, and per part the NPU op it runs (feature
-    maps 4-D, inputs as the graph reads them) and the index of its function."""
+    maps 4-D, inputs as the graph reads them) and the index of its function; `ties` maps a
+    function's input tensor to the earlier function's output tensor it is (the graph gives
+    each function its own)."""
 
     functions: tuple[NpuFunction, ...]
     graph: CascaderGraph
     ops: tuple[NpuOp, ...]
     function_of: tuple[int, ...]
+    ties: dict[int, int] = field(default_factory=dict, compare=False)
 
     @cached_property
     def co_written(self) -> dict[int, int]:
@@ -58,11 +62,26 @@ class Network:
         return merged
 
     @cached_property
+    def own_ops(self) -> tuple[NpuOp, ...]:
+        """Per part, its op as its function wrote it (feature maps 4-D): each input in the
+        shape the op reads it, where `ops` gives the producer's shape (softmax's SUB reads
+        the (1, H*W, 1, 1) maxima as (1, H, W, 1))."""
+        ops = tuple(as_feature_maps(op) for f in reversed(self.functions) for op in reversed(f.ops))
+        for part, (own, graph_op) in enumerate(zip(ops, self.ops, strict=True)):
+            if own.name != graph_op.name:
+                raise ScheduleError(
+                    f"part {part} runs {graph_op.name}, the functions say {own.name}"
+                )
+        return ops
+
+    @cached_property
     def aliases(self) -> dict[int, int]:
         """Tensor -> the tensor whose buffer holds it: a reshape reads and writes the same
-        bytes, and the copies of a concatenation write one output (`co_written`)."""
+        bytes, the copies of a concatenation write one output (`co_written`), and an input
+        that is an earlier function's output is that output (`ties`)."""
         found = {p.output.id: p.inputs[0].id for p in self.graph.parts if p.in_line}
         found.update(self.co_written)
+        found.update(self.ties)
         return found
 
     def buffer_root(self, tid: int) -> int:
@@ -109,18 +128,45 @@ class Network:
         raise ScheduleError(f"tensor {tid} is not a feature map of any op")
 
 
-def network(functions: Sequence[NpuFunction], accelerator: str) -> Network:
+def network(
+    functions: Sequence[NpuFunction], accelerator: str, ties: Sequence[Tie] = ()
+) -> Network:
     """The cascader graph of `functions` with the op behind each part (parts are the dataflow's
-    ops in reverse order, as build_cascader_graph makes them)."""
+    ops in reverse order, as build_cascader_graph makes them); `ties` (see
+    `cascader.frontend.passes.npu_ties`) become the network's ties."""
     functions = [_vela_layouts(f) for f in functions]
     graph = build_cascader_graph(functions, accelerator)
     flow = list(reversed(dataflow(functions)))
-    return Network(
+    net = Network(
         tuple(functions),
         graph,
         tuple(as_feature_maps(op) for op, _, _ in flow),
         tuple(key[0] for _, key, _ in flow),
     )
+    return replace(net, ties=_tie_tensors(net, ties)) if ties else net
+
+
+def _tie_tensors(net: Network, ties: Sequence[Tie]) -> dict[int, int]:
+    """Graph tensor ids of the ties: function input -> function output."""
+    index = {f.name: i for i, f in enumerate(net.functions)}
+    inputs: dict[tuple[int, str], int] = {}
+    outputs: dict[tuple[int, str], int] = {}
+    for tensor in net.graph.input_tensors:
+        if tensor.is_constant:
+            continue
+        for part in tensor.consumers:
+            inputs[net.function_of[part.id], net.feature_map(tensor.id).name] = tensor.id
+    for tensor in net.graph.output_tensors:
+        for part in tensor.producers:
+            outputs[net.function_of[part.id], net.feature_map(tensor.id).name] = tensor.id
+    found = {}
+    for reader, slot, writer, position in ties:
+        r, w = index[reader], index[writer]
+        key_in = (r, net.functions[r].inputs[slot])
+        key_out = (w, net.functions[w].outputs[position])
+        if key_in in inputs and key_out in outputs:
+            found[inputs[key_in]] = outputs[key_out]
+    return found
 
 
 def _vela_layouts(function: NpuFunction) -> NpuFunction:

@@ -86,6 +86,11 @@ def plan_from_proposal_plan(net: Network, plan, memory: SystemMemory) -> Plan:
     output_part = produced[out_config.tensor.id]
     cascade = memory.roles["cascade"]
     concatenated = set(net.co_written.values())  # written by several copies: kept whole
+    # What a graph output is a view of (a reshape's input) is the host's to read: whole, in
+    # the arena, though the cascader may have planned it as a plan's interior.
+    host_read = {net.buffer_root(t.id) for t in graph.output_tensors} - {
+        t.id for t in graph.output_tensors
+    }
     stripe_configs: dict[int, StripeConfig] = {}
     outputs: dict[int, Placement] = {}
     for i in ids:
@@ -94,7 +99,9 @@ def plan_from_proposal_plan(net: Network, plan, memory: SystemMemory) -> Plan:
         if config is None:
             raise ScheduleError(f"plan {plan.part_ids}: no config for tensor {tid}")
         stripe_configs[i] = config.stripe_configs[0]
-        if config.state == TensorConfigState.BOUNDARY or tid in concatenated:
+        if tid in host_read and config.state != TensorConfigState.BOUNDARY:
+            outputs[i] = Placement("tensor", memory.roles["io"])
+        elif config.state == TensorConfigState.BOUNDARY or tid in concatenated:
             home = config.home_region if config.state == TensorConfigState.BOUNDARY else cascade
             outputs[i] = Placement("tensor", home)
         else:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import flatbuffers
 import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.interpreter import Interpreter
@@ -37,19 +36,6 @@ class HostStep:
     interpreter: Interpreter
 
 
-def _sub_model(graph: TfliteGraph, op: int, inputs: Sequence[int], outputs: Sequence[int]) -> bytes:
-    """The original flatbuffer reduced to one operator with the given graph inputs/outputs."""
-    sub = graph.subgraph
-    saved = (sub.operators, sub.inputs, sub.outputs)
-    sub.operators, sub.inputs, sub.outputs = [sub.operators[op]], list(inputs), list(outputs)
-    try:
-        builder = flatbuffers.Builder(1024)
-        builder.Finish(graph.model.Pack(builder), file_identifier=b"TFL3")
-        return bytes(builder.Output())
-    finally:
-        sub.operators, sub.inputs, sub.outputs = saved
-
-
 class HybridModel:
     """A TFLite model split into NPU functions and host operators, in an order that runs."""
 
@@ -69,7 +55,7 @@ class HybridModel:
             ins = tuple(t for t in graph.op_inputs(op) if not graph.is_constant(t))
             outs = tuple(int(t) for t in graph.subgraph.operators[op].outputs)
             interpreter = Interpreter(
-                model_content=_sub_model(graph, op, ins, outs),
+                model_content=graph.sub_model(op, ins, outs),
                 experimental_op_resolver_type=KERNELS[kernels],
             )
             interpreter.allocate_tensors()

@@ -10,6 +10,7 @@ each on its own steps of the one schedule, the host ops between them on litert."
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,22 +30,32 @@ def _stats(s: DiffStats) -> dict:
     return data
 
 
+# Runs a model's compiled form (its command streams, on the simulator) on one set of model
+# inputs: its outputs, and one line per finding of the simulator.
+CompiledRunner = Callable[[list[np.ndarray]], tuple[list[np.ndarray], list[str]]]
+
+
 @dataclass(frozen=True)
 class OutputCheck:
-    """One model output over every sample: schedule vs reference, reference vs litert."""
+    """One model output over every sample: schedule vs reference, reference vs litert, and
+    when the command streams ran, their outputs vs the reference."""
 
     index: int
     shape: tuple[int, ...]
     schedule_vs_reference: DiffStats
     reference_vs_litert: DiffStats
+    command_stream_vs_reference: DiffStats | None = None
 
     def to_json(self) -> dict:
-        return {
+        data = {
             "index": self.index,
             "shape": list(self.shape),
             "schedule_vs_reference": _stats(self.schedule_vs_reference),
             "reference_vs_litert": _stats(self.reference_vs_litert),
         }
+        if self.command_stream_vs_reference is not None:
+            data["command_stream_vs_reference"] = _stats(self.command_stream_vs_reference)
+        return data
 
 
 @dataclass(frozen=True)
@@ -56,14 +67,19 @@ class Verification:
     seconds: dict[str, float]
     npu_functions: int
     host_ops: tuple[str, ...]  # TFLite operators run by litert, in execution order
+    findings: tuple[str, ...] = ()  # the simulator's, when the command streams ran
 
     def max_abs_diff(self) -> dict[str, int]:
-        return {
+        found = {
             "schedule_vs_reference": max(
                 o.schedule_vs_reference.max_abs_diff for o in self.outputs
             ),
             "reference_vs_litert": max(o.reference_vs_litert.max_abs_diff for o in self.outputs),
         }
+        streams = [o.command_stream_vs_reference for o in self.outputs]
+        if all(s is not None for s in streams):
+            found["command_stream_vs_reference"] = max(s.max_abs_diff for s in streams)
+        return found
 
     def to_json(self) -> dict:
         """DESIGN.md's `dse verify --json` object, plus the schedule's size, the split between
@@ -80,6 +96,7 @@ class Verification:
             },
             "npu_functions": self.npu_functions,
             "host_ops": list(self.host_ops),
+            "findings": list(self.findings),
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
         }
 
@@ -90,10 +107,12 @@ def verify_point(
     samples: int = 1,
     seed: int = 0,
     kernels: str = "builtin",
+    compiled: CompiledRunner | None = None,
 ) -> Verification:
     """(a), (b) and (c) on `samples` random inputs for a point of the session's model (the
     cascader's options None: the copy-constants schedule); host operators through litert
-    with `kernels`. Raises ReferenceError for a model with nothing on the NPU or NPU tensors
+    with `kernels`; and (d), with `compiled`, the point's command streams on the simulator
+    against (b). Raises ReferenceError for a model with nothing on the NPU or NPU tensors
     it cannot place in the TFLite graph, and StripeError when the schedule cannot run as
     written."""
     clock = time.perf_counter()
@@ -115,6 +134,8 @@ def verify_point(
     lap("build")
     rng = np.random.default_rng(seed)
     runs: list[tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]] = []
+    streamed: list[list[np.ndarray]] = []
+    findings: dict[str, None] = {}
     for _ in range(samples):
         inputs = random_inputs(model, rng)
         theirs = litert_outputs(model, inputs, kernels)
@@ -126,6 +147,11 @@ def verify_point(
         )
         lap("schedule")
         runs.append((theirs, ours, scheduled))
+        if compiled is not None:
+            outputs, found = compiled(inputs)
+            streamed.append(outputs)
+            findings.update(dict.fromkeys(found))
+            lap("command_stream")
 
     outputs = tuple(
         OutputCheck(
@@ -133,8 +159,10 @@ def verify_point(
             shape,
             diff_stats(k, [r[2][k] for r in runs], [r[1][k] for r in runs]),
             diff_stats(k, [r[1][k] for r in runs], [r[0][k] for r in runs]),
+            diff_stats(k, [s[k] for s in streamed], [r[1][k] for r in runs]) if streamed else None,
         )
         for k, shape in enumerate(hybrid.output_shapes())
     )
     stripes = executor.stripes_run // samples
-    return Verification(samples, outputs, point, stripes, seconds, len(functions), hybrid.host_ops)
+    return Verification(samples, outputs, point, stripes, seconds, len(functions),
+                        hybrid.host_ops, tuple(findings))  # fmt: skip

@@ -1,8 +1,10 @@
 """`dse verify`: run random inputs through litert on the model, the unscheduled integer
-reference and the point's stripe schedule (operators left on the host run through litert in
-both), and report the largest differences per output. Exit 0 when the schedule equals the
-reference and the reference is within one step of litert, 1 otherwise (the JSON or table is
-printed either way) or when the schedule cannot run."""
+reference, the point's stripe schedule and the point's command streams on the simulator (as
+`<model>_dse.tflite`; operators left on the host run through litert in all of them), and
+report the largest differences per output. Exit 0 when the schedule and the command streams
+equal the reference, the simulator finds nothing and the reference is within one step of
+litert; 1 otherwise, with one line on stderr saying which output and by how much (the JSON
+or table is printed either way), or when the schedule cannot run."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import argparse
 import json
 import sys
 
+from cascader.artifact.run import firmware_runner
 from cascader.pipeline import Session
 from cascader.point import PointConfig
 from cascader.reference.run import ReferenceError
@@ -36,15 +39,18 @@ def _table(model: str, result: Verification) -> str:
         f"{', '.join(host) if host else 'none'}",
     ]
     lines.append(
-        f"{'output':<8} {'shape':<20} {'schedule vs reference':>22} {'reference vs litert':>20} "
-        f"{'exact':>7}"
+        f"{'output':<8} {'shape':<20} {'schedule vs reference':>22} "
+        f"{'command stream vs ref':>22} {'reference vs litert':>20} {'exact':>7}"
     )
     for out in data["outputs"]:
         ours, theirs = out["schedule_vs_reference"], out["reference_vs_litert"]
+        streamed = out.get("command_stream_vs_reference", {}).get("max_abs_diff", "-")
         lines.append(
             f"{out['index']:<8} {tuple(out['shape'])!s:<20} {ours['max_abs_diff']:>22} "
-            f"{theirs['max_abs_diff']:>20} {theirs['exact']:>7.1%}"
+            f"{streamed:>22} {theirs['max_abs_diff']:>20} {theirs['exact']:>7.1%}"
         )
+    if data["findings"]:
+        lines.append("simulator findings: " + "; ".join(data["findings"]))
     seconds = data["seconds"]
     lines.append("seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in seconds.items()))
     return "\n".join(lines)
@@ -55,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
         args = point_args(args, load_config(args.config, args.model))
 
     def run_verify(session: Session, config: PointConfig) -> Verification:
-        return verify_point(session, config, args.samples)
+        compiled = firmware_runner(session, config)
+        return verify_point(session, config, args.samples, compiled=compiled)
 
     sram = args.sram
     try:
@@ -72,6 +79,35 @@ def run(args: argparse.Namespace) -> int:
             f"{result.point.schedule.sram_bytes} bytes"
         )
     print(json.dumps(result.to_json()) if args.json else _table(args.model, result))
-    worst = result.max_abs_diff()
-    agree = worst["schedule_vs_reference"] == 0
-    return 0 if agree and worst["reference_vs_litert"] <= LITERT_TOLERANCE else 1
+    problem = _problem(result)
+    if problem:
+        print(f"dse verify: {args.model}: {problem}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _problem(result: Verification) -> str:
+    """The first thing that fails the check, in one line ('' when it passes): the schedule
+    or the command streams computing other values than the reference, a simulator finding,
+    or the reference further than one step from LiteRT."""
+    for out in result.outputs:
+        for what, stats, limit in (
+            ("the schedule", out.schedule_vs_reference, 0),
+            ("the command streams", out.command_stream_vs_reference, 0),
+        ):
+            if stats is not None and stats.max_abs_diff > limit:
+                return (
+                    f"output {out.index}: {what} differ from the reference by up to "
+                    f"{stats.max_abs_diff} ({stats.exact:.1%} of elements equal)"
+                )
+    if result.findings:
+        return f"the simulator found: {result.findings[0]}"
+    for out in result.outputs:
+        stats = out.reference_vs_litert
+        if stats.max_abs_diff > LITERT_TOLERANCE:
+            return (
+                f"output {out.index}: the reference is {stats.max_abs_diff} steps from LiteRT "
+                f"(tolerance {LITERT_TOLERANCE}; {stats.off_by_one:.1%} off by one, "
+                f"{stats.more:.1%} by more)"
+            )
+    return ""

@@ -144,7 +144,7 @@ def test_compile_is_byte_identical_across_processes(tmp_path: Path) -> None:
     there = tmp_path / "there"
     subprocess.run(
         [sys.executable, "-m", "dse", "compile", "--model", str(EXAMPLE), "--sram", "256KiB",
-         "-o", str(there)],
+         "--cost-model", "tvm", "-o", str(there)],
         check=True, capture_output=True,
     )  # fmt: skip
     for name in ("npu0.cs", "npu0.payload", "constants.bin", "manifest.json"):

@@ -1,0 +1,75 @@
+"""`dse simulate`: run a Vela-format .tflite (`dse compile`'s `<model>_dse.tflite`, or Vela's
+own `<model>_vela.tflite`) as a firmware build would, its `ethos-u` operators' command streams
+on the Ethos-U simulator and its other operators on LiteRT, and compare it with LiteRT on the
+original model. Exit 0 when every output is within one step of LiteRT and the simulator
+finds nothing, 1 otherwise (with one line on stderr), 2 for bad input."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from cascader.artifact.run import NotTheSameModel, SimulationCheck, check_against_litert
+from cascader.frontend.errors import ModelError
+from cascader.frontend.tflite_check import parse_tflite
+from cascader.frontend.tflite_import import load_tflite
+from cascader.simulator import SimulationError
+from dse.errors import BadInput
+
+LITERT_TOLERANCE = 1  # steps of the output quantisation where the NPU rounds unlike TFLite
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as error:
+        raise BadInput(f"{path}: cannot read ({error.strerror})") from None
+    try:
+        parse_tflite(data, path)
+    except ModelError as error:
+        raise BadInput(str(error)) from None
+    return data
+
+
+def _table(result: SimulationCheck) -> str:
+    lines = [
+        f"{result.samples} random sample(s), {result.ethos_u_ops} ethos-u operator(s), "
+        f"{result.npu_ops} NPU operations, {result.seconds:.2f} s",
+        f"{'output':<8} {'simulated vs litert':>20} {'exact':>8} {'off by one':>11}",
+    ]
+    for out in result.outputs:
+        lines.append(
+            f"{out.output:<8} {out.max_abs_diff:>20} {out.exact:>8.1%} {out.off_by_one:>11.1%}"
+        )
+    if result.findings:
+        lines.append("simulator findings: " + "; ".join(result.findings))
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    compiled = _read(args.model)
+    reference = load_tflite(args.reference)
+    try:
+        result = check_against_litert(compiled, reference, args.samples)
+    except NotTheSameModel as error:
+        raise BadInput(
+            f"{args.model} is not a compiled form of {args.reference}: {error}; give the "
+            "model it was compiled from"
+        ) from None
+    except SimulationError as error:
+        raise BadInput(f"{args.model}: {str(error).splitlines()[0]}") from None
+    print(json.dumps(result.to_json()) if args.json else _table(result))
+    if result.max_abs_diff() > LITERT_TOLERANCE:
+        worst = max(result.outputs, key=lambda o: o.max_abs_diff)
+        print(
+            f"dse simulate: output {worst.output} differs from LiteRT by up to "
+            f"{worst.max_abs_diff} (tolerance {LITERT_TOLERANCE})",
+            file=sys.stderr,
+        )
+        return 1
+    if result.findings:
+        print(f"dse simulate: the simulator found: {result.findings[0]}", file=sys.stderr)
+        return 1
+    return 0
