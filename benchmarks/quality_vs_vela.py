@@ -1,6 +1,7 @@
 """Our front against Vela 5.2's own points at the same budgets (../shared/baselines).
 
 Run: python benchmarks/quality_vs_vela.py [--trials 60] [--models kws_dscnn,...] [-o FILE]
+     python benchmarks/quality_vs_vela.py --architectures [--models unet,...] [-o FILE]
 
 For every model in ../shared/models and each of ethos-u55-256 Shared_Sram and ethos-u65-256
 Dedicated_Sram, a `dse sweep` (256 B..4 MiB pools, as Vela's smallest points use 256 B to
@@ -15,6 +16,14 @@ weight copy hidden under the op before while never counting the copy itself. So 
 point left unmatched is compiled again by Vela in process, and the list of misses says
 whether our front beats its own schedule scored by our evaluator (`vela_scheduled_ops` +
 `perf.evaluate`), and Vela's figure with those uncounted cycles put back.
+
+With --architectures, the models are the project's own builds of architectures users bring
+(`cascader.testing.architectures`: U-Net, EfficientNet-B0-like, ResNet-50-like, MobileNetV1,
+DS-CNN), swept at default flags (16 KiB..4 MiB) against Vela's dense sweeps of them
+(benchmarks/vela_architectures_5.2.0.csv, written by benchmarks/vela_baselines.py). The table
+counts each core's distinct points, puts floors and fastest points side by side, and gives
+the trials that did not fit their pool and a trial's cost in Vela compiles (one regor
+compile of the model, timed in the same run).
 """
 
 from __future__ import annotations
@@ -24,13 +33,18 @@ import contextlib
 import csv
 import io
 import json
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import ethosu.vela
+import optuna
+
 from cascader.ethosu.perf import evaluate
 from cascader.ethosu.vela_schedule import vela_scheduled_ops
+from cascader.testing.architectures import ARCHITECTURES, build_cached
 from cascader.testing.shared import shared_dir
 from dse.cli import main as dse_main
 from dse.sizes import format_size
@@ -44,6 +58,8 @@ FLOOR_MODEL = "mobilenet_v2_100_224"
 # cascader choose a faster, larger proposal, so a pool floor above 768 B hides
 # ad_autoencoder's 768 B schedules (U55) that beat Vela's.
 SRAM_MIN = "256B"
+ARCHITECTURE_BASELINES = Path(__file__).resolve().parent / "vela_architectures_5.2.0.csv"
+VELA_INI = Path(ethosu.vela.__file__).resolve().parent.parent / "config_files" / "Arm" / "vela.ini"
 
 
 def vela_rows(csv_path: Path, model: str, config: tuple[str, str, str]) -> list[dict]:
@@ -71,23 +87,46 @@ def vela_rows(csv_path: Path, model: str, config: tuple[str, str, str]) -> list[
     return rows
 
 
-def sweep_front(model: Path, config: tuple[str, str, str], trials: int) -> tuple[list, float]:
-    """The front of a fresh sweep as (SRAM used, cycles) pairs, and the sweep's seconds."""
+def sweep_front(
+    model: Path, config: tuple[str, str, str], trials: int, pool_flags: tuple[str, ...]
+) -> tuple[list, float, int]:
+    """The front of a fresh sweep as (SRAM used, cycles) pairs, the sweep's seconds and how
+    many of its trials did not fit their pool. `pool_flags`: the sweep's pool range flags
+    (none: the defaults, 16 KiB..4 MiB)."""
     accelerator, system_config, memory_mode = config
     with tempfile.TemporaryDirectory(prefix="dse-quality-") as out:
         argv = ["sweep", "--model", str(model), "--accelerator-config", accelerator]
         argv += ["--system-config", system_config, "--memory-mode", memory_mode]
-        argv += ["--sram-min", SRAM_MIN, "--sram-max", "4MiB", "--trials", str(trials)]
-        argv += ["--out", out, "--json"]
+        argv += [*pool_flags, "--trials", str(trials), "--out", out, "--json"]
         buf = io.StringIO()
         start = time.perf_counter()
         with contextlib.redirect_stdout(buf):
             code = dse_main(argv)
         seconds = time.perf_counter() - start
-    if code != 0:
-        raise SystemExit(f"dse sweep failed on {model.name} {config} (exit {code})")
-    front = json.loads(buf.getvalue())["front"]
-    return [(p["sram_used_bytes"], p["total_cycles"]) for p in front], seconds
+        if code != 0:
+            raise SystemExit(f"dse sweep failed on {model.name} {config} (exit {code})")
+        result = json.loads(buf.getvalue())
+        study = optuna.load_study(study_name=result["study"], storage=result["storage"])
+        misfits = sum(
+            not t.user_attrs.get("metrics", {}).get("fits", False)
+            for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        )
+    front = [(p["sram_used_bytes"], p["total_cycles"]) for p in result["front"]]
+    return front, seconds, misfits
+
+
+def vela_seconds(model: Path, config: tuple[str, str, str]) -> float:
+    """Wall-clock of one `vela` run (regor, --optimise Performance) of the model, timed in
+    this run so that it and the sweep share the machine's load."""
+    accelerator, system_config, memory_mode = config
+    with tempfile.TemporaryDirectory(prefix="dse-quality-vela-") as out:
+        vela = Path(sys.executable).with_name("vela")
+        argv = [str(vela), str(model), "--config", str(VELA_INI),
+                "--accelerator-config", accelerator, "--system-config", system_config,
+                "--memory-mode", memory_mode, "--output-dir", out]  # fmt: skip
+        start = time.perf_counter()
+        subprocess.run(argv, check=True, capture_output=True)
+        return time.perf_counter() - start
 
 
 def matched(front: list[tuple[int, float]], row: dict) -> bool:
@@ -181,41 +220,122 @@ def floor_note(results: list[dict]) -> str:
     return ""
 
 
+def distinct_points(rows: list[dict], core: str) -> list[tuple[int, float]]:
+    """A core's distinct (SRAM, cycles) points: many arena sizes give one schedule."""
+    return sorted({(v["sram"], v["cycles"]) for v in rows if v["core"] == core})
+
+
+def architecture_table(results: list[dict]) -> str:
+    """Per architecture and configuration: each core's distinct points matched, the floors
+    and fastest points side by side, misfit trials, and a trial's cost in Vela compiles."""
+    lines = [
+        "| model | accelerator, memory mode | front | regor matched | legacy matched "
+        "| our floor (cycles) | Vela floor (cycles) | our fastest | Vela fastest "
+        "| misfit trials | s per trial | Vela compile s | trial / compile |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        share = {}
+        for core in ("regor", "legacy-python"):
+            points = distinct_points(r["vela"], core)
+            hits = sum(matched(r["front"], {"sram": s, "cycles": c}) for s, c in points)
+            share[core] = f"{hits}/{len(points)}" if points else "-"
+        vela = [(v["sram"], v["cycles"]) for v in r["vela"]]
+        per_trial = r["seconds"] / r["trials"]
+        floors = _point(min(r["front"], default=None)), _point(min(vela, default=None))
+        lines.append(
+            f"| {r['model']} | {r['config'][0]}, {r['config'][2]} | {len(r['front'])} | "
+            f"{share['regor']} | {share['legacy-python']} | {floors[0]} | {floors[1]} | "
+            f"{_fastest(r['front'])} | {_fastest(vela)} | "
+            f"{r['misfits']}/{r['trials']} | {per_trial:.2f} | {r['vela_s']:.2f} | "
+            f"{per_trial / r['vela_s']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def _fastest(points: list[tuple[int, float]]) -> str:
+    best = min(points, key=lambda p: (p[1], p[0]), default=None)
+    return f"{best[1] / 1e6:.2f} M ({format_size(best[0])})" if best else "none fits"
+
+
+def architecture_misses(results: list[dict]) -> str:
+    """Every distinct Vela point our front does not match, beside our best point within its
+    SRAM (what benchmarks/README.md explains)."""
+    lines = []
+    for r in results:
+        for core in ("regor", "legacy-python"):
+            for sram, cycles in distinct_points(r["vela"], core):
+                if matched(r["front"], {"sram": sram, "cycles": cycles}):
+                    continue
+                best = min((p for p in r["front"] if p[0] <= sram), key=lambda p: p[1],
+                           default=None)  # fmt: skip
+                lines.append(
+                    f"- {r['model']} {r['config'][0]} {core}: Vela {_exact((sram, cycles))}; "
+                    f"our best within its SRAM {_exact(best)}"
+                )
+    return "\n".join(lines) if lines else "Every distinct Vela point is matched."
+
+
+def _sweeps(models: dict[str, Path], baselines: Path, trials: int, architectures: bool) -> list:
+    results = []
+    for name, model in models.items():
+        for config in CONFIGS:
+            flags = () if architectures else ("--sram-min", SRAM_MIN, "--sram-max", "4MiB")
+            front, seconds, misfits = sweep_front(model, config, trials, flags)
+            result = {"model": name, "config": config, "front": front, "seconds": seconds,
+                      "misfits": misfits, "trials": trials,
+                      "vela": vela_rows(baselines, name, config)}  # fmt: skip
+            if architectures:
+                result["vela_s"] = vela_seconds(model, config)
+            results.append(result)
+            print(f"{name} {config[0]}: {len(front)} front points", file=sys.stderr)
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=60)
     parser.add_argument("--models", default=None, help="comma-separated model stems")
+    parser.add_argument(
+        "--architectures",
+        action="store_true",
+        help="the project's own architectures (cascader.testing.architectures) at default "
+        "flags against benchmarks/vela_architectures_5.2.0.csv, instead of ../shared/models",
+    )
     parser.add_argument("-o", "--output", default=None, help="also write the Markdown here")
     args = parser.parse_args(argv)
-    shared = shared_dir()
-    if shared is None:
-        print("../shared not found", file=sys.stderr)
-        return 2
-    models = sorted((shared / "models").glob("*.tflite"))
-    if args.models:
-        wanted = set(args.models.split(","))
-        models = [m for m in models if m.stem in wanted]
-    results = []
-    for model in models:
-        for config in CONFIGS:
-            front, seconds = sweep_front(model, config, args.trials)
-            vela = vela_rows(shared / "baselines" / "vela_5.2.0.csv", model.stem, config)
-            results.append(
-                {"model": model.stem, "config": config, "front": front, "vela": vela,
-                 "seconds": seconds}
-            )  # fmt: skip
-            print(f"{model.stem} {config[0]}: {len(front)} front points", file=sys.stderr)
-    text = (
-        f"Our front ({args.trials} trials per sweep, Vela-model estimate) against Vela 5.2's "
-        "points of the same configuration: a Vela point is matched when a front point uses no "
-        "more SRAM and no more cycles.\n\n"
-        + table(results)
-        + "\n\n"
-        + floor_note(results)
-        + "\n\n"
-        + legacy_misses(results, {m.stem: m for m in models})
-        + "\n"
-    )
+    wanted = set(args.models.split(",")) if args.models else None
+    if args.architectures:
+        names = [n for n in ARCHITECTURES if wanted is None or n in wanted]
+        results = _sweeps({n: build_cached(n) for n in names}, ARCHITECTURE_BASELINES,
+                          args.trials, architectures=True)  # fmt: skip
+        text = (
+            f"Our front ({args.trials}-trial sweeps at default flags, Vela-model estimate) "
+            "against Vela 5.2's dense arena sweeps (benchmarks/vela_architectures_5.2.0.csv): "
+            "a distinct Vela point is matched when a front point uses no more SRAM and no "
+            "more cycles.\n\n" + architecture_table(results) + "\n\n"
+            + architecture_misses(results) + "\n"
+        )  # fmt: skip
+    else:
+        shared = shared_dir()
+        if shared is None:
+            print("../shared not found", file=sys.stderr)
+            return 2
+        models = sorted((shared / "models").glob("*.tflite"))
+        models = [m for m in models if wanted is None or m.stem in wanted]
+        results = _sweeps({m.stem: m for m in models}, shared / "baselines" / "vela_5.2.0.csv",
+                          args.trials, architectures=False)  # fmt: skip
+        text = (
+            f"Our front ({args.trials} trials per sweep, Vela-model estimate) against Vela "
+            "5.2's points of the same configuration: a Vela point is matched when a front "
+            "point uses no more SRAM and no more cycles.\n\n"
+            + table(results)
+            + "\n\n"
+            + floor_note(results)
+            + "\n\n"
+            + legacy_misses(results, {m.stem: m for m in models})
+            + "\n"
+        )
     print(text)
     if args.output:
         Path(args.output).write_text(text)

@@ -126,11 +126,36 @@ def next_step(
     return None if best is None else best[1:]
 
 
+POOL = "sram_units"
+
+
+def floor_units(study: Study) -> int | None:
+    """The smallest SRAM, in pool units, any completed trial's schedule used, fitting or not:
+    no option set tried has a smaller schedule (a point chooses the largest proposal under
+    its pool and, when none is under it, its smallest), so a pool below it cannot fit."""
+    used = [
+        t.user_attrs["metrics"]["sram_used_bytes"]
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if t.user_attrs.get("metrics", {}).get("sram_used_bytes") is not None
+    ]
+    return -(-min(used) // SRAM_ALIGN) if used else None
+
+
+def above_floor(units: int, floor: int | None, low_units: int, high_units: int) -> int:
+    """A sampled pool below the floor moved above it: [low, floor) maps onto [floor, high]
+    in log scale, keeping the sampler's order and spread (no draw is spent on a pool that
+    cannot fit, and pools just above the floor, where a front starts, stay dense)."""
+    if floor is None or units >= floor or floor >= high_units or floor <= low_units:
+        return units
+    share = math.log(max(units, low_units) / low_units) / math.log(floor / low_units)
+    return min(high_units, max(floor, round(floor * (high_units / floor) ** share)))
+
+
 class FrontStepSampler(BaseSampler):
     """Wraps a sampler: trials the wrapped sampler would fill, but one in STEP_CYCLE, become step
     trials while there is a step to take (see the module docstring); everything else is the
-    wrapped sampler's. Trials with fixed parameters (seeds, grid points, retries) are left
-    alone."""
+    wrapped sampler's, with pools below the study's floor moved above it (`above_floor`).
+    Trials with fixed parameters (seeds, grid points, retries) are left alone."""
 
     def __init__(self, base: BaseSampler, low_units: int, high_units: int) -> None:
         self.base = base
@@ -159,12 +184,20 @@ class FrontStepSampler(BaseSampler):
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
-        return self.base.sample_relative(study, trial, search_space)
+        params = self.base.sample_relative(study, trial, search_space)
+        if POOL in params:
+            params[POOL] = above_floor(
+                params[POOL], floor_units(study), self.low_units, self.high_units
+            )
+        return params
 
     def sample_independent(
         self, study: Study, trial: FrozenTrial, name: str, distribution: BaseDistribution
     ) -> Any:
-        return self.base.sample_independent(study, trial, name, distribution)
+        value = self.base.sample_independent(study, trial, name, distribution)
+        if name == POOL:
+            value = above_floor(value, floor_units(study), self.low_units, self.high_units)
+        return value
 
     def after_trial(
         self,

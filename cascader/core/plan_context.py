@@ -61,8 +61,8 @@ def vela_efficiency(
     block depth (a whole block row only for depth-1 blocks), writes at most 16 elements;
     NHCWB16 (5-D tensors) moves 16-deep bricks one block row at a time."""
     element = tensor.dtype_bytes
-    if len(tensor.shape) == 5:
-        width = block_shape[3] if len(block_shape) == 5 else block_shape[2]
+    if len(tensor.shape) == 5:  # an inline part's one-axis block moves nothing: any width
+        width = block_shape[3] if len(block_shape) == 5 else (*block_shape, 1, 1)[2]
         burst = 16 * element * width
     else:
         depth, width = block_shape[-1], block_shape[-2] if len(block_shape) > 1 else 1
@@ -89,7 +89,8 @@ def vela_efficiencies(
     rank = shapes.shape[1]
     element = tensor.dtype_bytes
     if len(tensor.shape) == 5:
-        burst = 16 * element * shapes[:, 3 if rank == 5 else 2]
+        widths = shapes[:, 3 if rank == 5 else 2] if rank > 2 else np.ones(len(blocks), np.int64)
+        burst = 16 * element * widths
     else:
         depth = shapes[:, -1]
         width = shapes[:, -2] if rank > 1 else np.ones(len(blocks), dtype=np.int64)

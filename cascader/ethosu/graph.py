@@ -2,9 +2,9 @@
 that turns the graph into one cascader run for an Ethos-U system.
 
 One EthosuPart per NPU op (block configs from the device model), an InlinePart per reshape
-left between NPU ops; tensors for every feature map, weight and scale-bias array. Parts are
-in reverse topological order and tensors follow them: part outputs, then graph inputs, then
-constants, as the original cascader ordered them.
+left between NPU ops and per concatenation input written in place; tensors for every feature
+map, weight and scale-bias array. Parts are in reverse topological order and tensors follow
+them: part outputs, then graph inputs, then constants, as the original cascader ordered them.
 """
 
 from __future__ import annotations
@@ -123,7 +123,8 @@ def _in_place_slots(op: NpuOp) -> tuple[int, ...]:
 
 
 def _is_inline(op: NpuOp) -> bool:
-    return isinstance(op, Identity) and op.operator == "RESHAPE"
+    """Reshapes and copies of what is already in place run no NPU op."""
+    return isinstance(op, Identity) and op.operator in ("RESHAPE", "IN_PLACE")
 
 
 def _scalars(op: NpuOp) -> tuple[int | None, ...]:
@@ -261,7 +262,9 @@ def _part(
     quantum = device.output_quantum(op.ofm.layout.value)
     propagation = op_propagation(op, quantum)
     if _is_inline(op):
-        return InlinePart(index, inputs, output, list(propagation.propagators))
+        return InlinePart(
+            index, inputs, output, list(propagation.propagators), propagation.stripe_align_hint
+        )
     description = npu_op_description(op)
     return EthosuPart(
         index,

@@ -143,7 +143,7 @@ def op_propagation(op: NpuOp, output_quantum: tuple[int, ...]) -> OpPropagation:
         )
     if isinstance(op, UnaryElementwise) or (isinstance(op, Identity) and op.ifm.shape == ofm.shape):
         return OpPropagation((_feature_map_propagator(np.eye(5), op.ifm, ofm),), hint)
-    return OpPropagation((reshape_propagator(op.ifm, ofm),), (1,) * len(ofm.shape))
+    return OpPropagation((reshape_propagator(op.ifm, ofm),), (1,) * len(stored_shape(ofm)))
 
 
 def _weight_propagators(op: NpuOp) -> tuple[Propagator, ...]:

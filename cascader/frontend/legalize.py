@@ -630,10 +630,16 @@ def _rewire(op: NpuOp, renamed: dict[str, NpuTensor]) -> NpuOp:
     return replace(op, **changes) if changes else op
 
 
+def _reshapes(op: NpuOp) -> bool:
+    return isinstance(op, Identity) and op.operator == "RESHAPE"
+
+
 def choose_layouts(function: NpuFunction) -> NpuFunction:
     """NHCWB16 for tensors only NPU ops of this function read (as the original
     LayoutOptimizer did); function inputs/outputs and reshaped or reshape-viewed tensors stay
-    NHWC."""
+    NHWC. Block copies (concatenation, split, slice, pad) address bricks as any NPU op does;
+    those at a channel offset a brick cannot start at are made NHWC when the network is
+    built (`cascader.schedule.network`), as Vela does."""
     consumers: dict[str, list[NpuOp]] = {}
     for op in function.ops:
         for slot in ("ifm", "ifm2"):
@@ -643,7 +649,7 @@ def choose_layouts(function: NpuFunction) -> NpuFunction:
     keep_nhwc = set(function.inputs) | set(function.outputs)
     shapes: dict[str, set[tuple[int, ...]]] = {}
     for op in function.ops:
-        if isinstance(op, Identity):
+        if _reshapes(op):
             keep_nhwc.update((op.ifm.name, op.ofm.name))
         for slot in ("ifm", "ifm2", "ofm"):
             tensor = getattr(op, slot, None)
@@ -657,7 +663,7 @@ def choose_layouts(function: NpuFunction) -> NpuFunction:
         if op.ofm.name not in keep_nhwc
         and op.ofm.name in consumers
         and len(op.ofm.shape) == 4
-        and all(not isinstance(c, Identity) for c in consumers[op.ofm.name])
+        and not any(_reshapes(c) for c in consumers[op.ofm.name])
     }
 
     def relayout(tensor: NpuTensor | None) -> NpuTensor | None:

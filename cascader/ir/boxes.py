@@ -84,15 +84,15 @@ def input_boxes(op: NpuOp, ofm: Box) -> tuple[tuple[Box, ...], tuple[int, int, i
         offset = op.ifm_offset if isinstance(op, Conv2D) and op.ifm_offset else (0, 0, 0, 0)
         kh, kw = dilated_kernel(op)
         k, p = op.kernel, op.padding
-        if op.upscale != "NONE":
-            ifm = Box(offset, tuple(region))
-            return (ifm,), (p.top, p.left, p.bottom, p.right)
-        y0, y1, top, bottom = window_axis(h0, h, k.stride_h, kh, p.top, region[1])
-        x0, x1, left, right = window_axis(w0, w, k.stride_w, kw, p.left, region[2])
         whole_depth = (isinstance(op, Conv2D) and op.kind != "depthwise_conv2d") or (
             isinstance(op, Pooling) and op.pool_type == "SUM"
         )
         d0, d = (0, region[3]) if whole_depth else (c0, c)
+        if op.upscale != "NONE":  # every row and column, the channels the output slice reads
+            ifm = Box((*offset[:3], d0 + offset[3]), (*region[:3], d))
+            return (ifm,), (p.top, p.left, p.bottom, p.right)
+        y0, y1, top, bottom = window_axis(h0, h, k.stride_h, kh, p.top, region[1])
+        x0, x1, left, right = window_axis(w0, w, k.stride_w, kw, p.left, region[2])
         box = Box(
             (n0 + offset[0], y0 + offset[1], x0 + offset[2], d0 + offset[3]),
             (n, y1 - y0, x1 - x0, d),

@@ -149,10 +149,11 @@ class Identity:
     `ofm_offset`: concatenate writes each input into its slice of the OFM, split and
     strided_slice read a slice of the IFM, pad writes the IFM into an OFM whose every other
     element holds `ofm_fill` (the zero point). Empty tuples mean the whole tensor, offset 0,
-    stride 1."""
+    stride 1. IN_PLACE is a concatenation's copy whose input its producer wrote straight into
+    the OFM's slice (`cascader.schedule.in_place`): the same values, no data moved."""
 
     name: str
-    operator: str  # RESHAPE | REQUANTIZE | COPY
+    operator: str  # RESHAPE | REQUANTIZE | COPY | IN_PLACE
     ifm: NpuTensor
     ofm: NpuTensor
     op_family: str = "identity"
@@ -197,7 +198,8 @@ def feature_maps(op: NpuOp) -> tuple[NpuTensor, ...]:
 
 
 def resamples(op: NpuOp) -> bool:
-    """Upscaling ops run whole: the NPU cannot start an upscaled read mid-pixel."""
+    """Upscaling ops run over whole rows and columns: the NPU cannot start an upscaled read
+    mid-pixel (a slice of the output channels reads the same)."""
     return isinstance(op, Conv2D | Pooling) and op.upscale != "NONE"
 
 

@@ -124,6 +124,12 @@ class _Held:
             self.tags[slots] = flat[:, rows]
 
 
+def _in_whole(box: Box, origin: tuple[int, ...]) -> Box:
+    """A box of a tensor held in part of another's whole buffer (a concatenation's input
+    written in place, whose origin is minus its offset) as a box of the holding tensor."""
+    return Box(tuple(s - o for s, o in zip(box.start, origin, strict=True)), box.shape)
+
+
 def _flat_indices(box: Box, shape: tuple[int, ...]) -> np.ndarray:
     """Row-major flat index, in a tensor of `shape`, of every element of `box`."""
     strides = [math.prod(shape[a + 1 :]) for a in range(len(shape))]
@@ -266,6 +272,8 @@ class StripedExecutor:
             f"{'' if origin is None else f', origin {tuple(origin)}'})"
         )
         origin = origin or (0, 0, 0, 0)
+        if buffer.kind == "tensor" and any(origin):  # a part of the tensor the buffer holds
+            box, origin, shape = _in_whole(box, origin), (0, 0, 0, 0), held.full
         try:
             if tuple(shape) == tuple(held.full):
                 values, tags = held.read(box, origin)
@@ -341,8 +349,11 @@ class StripedExecutor:
             inputs.append(values[local])
         result = run_op_box(own, inputs, ofm)
         held = self._buffer(stripe.ofm_buffer)
+        origin = stripe.ofm_origin
+        if held.buffer.kind == "tensor" and any(origin):  # written in place into a part
+            ofm, origin = _in_whole(ofm, origin), (0, 0, 0, 0)
         try:
-            held.write(ofm, stripe.ofm_origin, result.astype(held.elements.dtype, copy=False))
+            held.write(ofm, origin, result.astype(held.elements.dtype, copy=False))
         except ValueError as error:
             raise StripeError(
                 f"{where}: writes outside buffer {stripe.ofm_buffer}: {error}"

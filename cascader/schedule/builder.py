@@ -7,10 +7,11 @@ that stripe loop, producing exactly the box its consumer reads (bounds inference
 Copies of a part's inputs into the cascade region happen at the same loop, before the part
 runs, and are skipped while the buffer still holds the same box (a loop-invariant copy, e.g.
 the weights of an op striped over its height, moves once); likewise a box a buffer still holds
-is not computed again (upscaling ops, which the NPU cannot start mid-pixel, run whole). Beyond
-the original, a ROLLING interior tensor striped only along its height is computed row by row
-into a circular buffer of as many rows as its consumer reads per stripe (the NPU reads the
-wrap through its feature-map tiles), which is what the cascader's cost for ROLLING assumes."""
+is not computed again (upscaling ops, which the NPU cannot start mid-pixel, run over whole
+rows and columns, in any slice of their output channels). Beyond the original, a ROLLING
+interior tensor striped only along its height is computed row by row into a circular buffer
+of as many rows as its consumer reads per stripe (the NPU reads the wrap through its
+feature-map tiles), which is what the cascader's cost for ROLLING assumes."""
 
 from __future__ import annotations
 
@@ -306,8 +307,9 @@ class Builder:
                 run.origins[out_buf] = ofm.start
             out_origin = run.origins.get(out_buf, (0, 0, 0, 0))
         else:
-            out_buf = self.whole_tensor(self.net.graph.parts[pid].output.id, plan.outputs[pid].area)
-            out_origin = (0, 0, 0, 0)
+            out_tid = self.net.graph.parts[pid].output.id
+            out_buf = self.whole_tensor(out_tid, plan.outputs[pid].area)
+            out_origin = self.net.origin(out_tid)
         self.touch(out_buf)
         # The copies above were appended after the inputs were touched: the inputs must stay
         # live through the stripe itself, not just its copies, or the allocator may place the
@@ -353,7 +355,7 @@ class Builder:
                 run.held[buf] = box
             self.touch(buf)
             return box, buf, box.start
-        return box, self.whole_tensor(tensor.id, place.area), (0, 0, 0, 0)
+        return box, self.whole_tensor(tensor.id, place.area), self.net.origin(tensor.id)
 
     def _constant_loads(
         self,
@@ -466,8 +468,10 @@ class Builder:
         for pid in reversed(plan.parts):  # consumers first
             if pid not in need:
                 continue
-            if resamples(net.ops[pid]):
-                need[pid] = Box.whole(net.ops[pid].ofm.shape)
+            if resamples(net.ops[pid]):  # whole rows and columns, any output channels
+                n, h, w, _ = net.ops[pid].ofm.shape
+                asked = need[pid]
+                need[pid] = Box((0, 0, 0, asked.start[3]), (n, h, w, asked.shape[3]))
             part = graph.parts[pid]
             computes = need[pid]
             if pid in rolling and rolled is not None:

@@ -25,6 +25,7 @@ from cascader.ir.npu_ops import (
     Tie,
     as_feature_maps,
 )
+from cascader.schedule.in_place import write_in_place
 
 _READ_BOXES_KEPT = 1 << 16  # (part, output box) -> input boxes per network: tens of MB
 _PLAN_RECORDS_KEPT = 4096
@@ -77,12 +78,42 @@ class Network:
     @cached_property
     def aliases(self) -> dict[int, int]:
         """Tensor -> the tensor whose buffer holds it: a reshape reads and writes the same
-        bytes, the copies of a concatenation write one output (`co_written`), and an input
-        that is an earlier function's output is that output (`ties`)."""
-        found = {p.output.id: p.inputs[0].id for p in self.graph.parts if p.in_line}
+        bytes, the copies of a concatenation write one output (`co_written`), an input of a
+        concatenation written in place is part of its output (`offsets` says where), and an
+        input that is an earlier function's output is that output (`ties`)."""
+        found = {
+            p.output.id: p.inputs[0].id
+            for p in self.graph.parts
+            if p.in_line and p.id not in self._in_place_copies
+        }
         found.update(self.co_written)
         found.update(self.ties)
+        for pid in self._in_place_copies:  # the input lives in its slice of the output
+            part = self.graph.parts[pid]
+            found[part.inputs[0].id] = self.co_written.get(part.output.id, part.output.id)
         return found
+
+    @cached_property
+    def _in_place_copies(self) -> tuple[int, ...]:
+        return tuple(
+            p.id
+            for p in self.graph.parts
+            if isinstance(self.ops[p.id], Identity) and self.ops[p.id].operator == "IN_PLACE"
+        )
+
+    @cached_property
+    def offsets(self) -> dict[int, tuple[int, ...]]:
+        """Tensor -> where it starts in the tensor whose buffer holds it, for a
+        concatenation's input written in place (every other tensor starts at 0)."""
+        return {
+            self.graph.parts[pid].inputs[0].id: tuple(self.ops[pid].ofm_offset)
+            for pid in self._in_place_copies
+        }
+
+    def origin(self, tid: int) -> tuple[int, ...]:
+        """The origin of tensor `tid`'s boxes in its whole-tensor buffer: minus its offset
+        there, so that a box less the origin is where the buffer holds it."""
+        return tuple(-o for o in self.offsets.get(tid, (0, 0, 0, 0)))
 
     def buffer_root(self, tid: int) -> int:
         """The tensor whose buffer holds tensor `tid` (itself when it has its own)."""
@@ -134,7 +165,7 @@ def network(
     """The cascader graph of `functions` with the op behind each part (parts are the dataflow's
     ops in reverse order, as build_cascader_graph makes them); `ties` (see
     `cascader.frontend.passes.npu_ties`) become the network's ties."""
-    functions = [_vela_layouts(f) for f in functions]
+    functions = [write_in_place(_vela_layouts(f)) for f in functions]
     graph = build_cascader_graph(functions, accelerator)
     flow = list(reversed(dataflow(functions)))
     net = Network(

@@ -85,7 +85,8 @@ def plan_from_proposal_plan(net: Network, plan, memory: SystemMemory) -> Plan:
     out_config = plan.output_config
     output_part = produced[out_config.tensor.id]
     cascade = memory.roles["cascade"]
-    concatenated = set(net.co_written.values())  # written by several copies: kept whole
+    # written by several copies, or in place into a concatenation: kept whole
+    concatenated = set(net.co_written.values()) | set(net.offsets)
     # What a graph output is a view of (a reshape's input) is the host's to read: whole, in
     # the arena, though the cascader may have planned it as a plan's interior.
     host_read = {net.buffer_root(t.id) for t in graph.output_tensors} - {

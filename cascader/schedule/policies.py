@@ -100,6 +100,28 @@ def _pinned_io(net: Network) -> list[list]:
     ]
 
 
+def _live_roots(net: Network, order: list) -> list[set[int]]:
+    """Per op of `order` (model order), the buffers of the feature maps live while it runs
+    (as tensors whose buffer holds them): made by it or before it and read by it or after
+    it, a graph output to the end. A weight buffer must fit beside all of them: a skip
+    connection's tensor stays live across every op it spans."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for index, part in enumerate(order):
+        for tensor in (*part.inputs, part.output):
+            if not tensor.is_constant:
+                root = net.buffer_root(tensor.id)
+                first.setdefault(root, index)
+                last[root] = index
+    for tensor in net.graph.output_tensors:
+        last[net.buffer_root(tensor.id)] = len(order) - 1
+    live: list[set[int]] = [set() for _ in order]
+    for root, start in first.items():
+        for index in range(start, last[root] + 1):
+            live[index].add(root)
+    return live
+
+
 def layer_by_layer_schedule(
     net: Network,
     memory: SystemMemory,
@@ -121,26 +143,25 @@ def layer_by_layer_schedule(
     def home_of(tid: int) -> str:
         return memory.roles["io"] if builder.root(tid) in builder.graph_io else area
 
-    def sram_bytes(tensors) -> int:
+    def sram_bytes(roots: set[int]) -> int:
         return sum(
-            feature_map_bytes(*builder.tensor_shape(t.id))
-            for t in tensors
-            if not t.is_constant and home_of(t.id) == memory.roles["cascade"]
+            feature_map_bytes(*builder.tensor_shape(r))
+            for r in roots
+            if home_of(r) == memory.roles["cascade"]
         )
 
     pinned = _pinned_io(net)
+    order = [part for part in reversed(graph.parts) if not part.in_line]
+    live = _live_roots(net, order)
     plans = []
     slack = 0.0  # cycles of the previous op (of its last slice) a weight copy can hide under
     function = None
-    for part in reversed(graph.parts):
-        if part.in_line:
-            continue
+    for part, roots in zip(order, live, strict=True):
         op = net.ops[part.id]
         if net.function_of[part.id] != function:  # a function's first op follows no NPU op
             slack, function = 0.0, net.function_of[part.id]
-        mine = [*part.inputs, part.output]
-        others = [t for t in pinned[function] if t not in mine]
-        free = memory.sram_bytes - sram_bytes(mine) - sram_bytes(others)
+        others = {builder.root(t.id) for t in pinned[function] if not t.is_constant}
+        free = memory.sram_bytes - sram_bytes(roots | others)
         in_place = reads_weights_in_place(op, memory, encoded_size, part.id, free)
         areas = (home_of(part.inputs[0].id), home_of(part.output.id), memory.roles["cascade"])
         block = whole_op_block(memory, op, areas)

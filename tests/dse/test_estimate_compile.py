@@ -10,6 +10,13 @@ import pytest
 from sessions import estimate
 
 from cascader.core.options import CascaderOptions
+from cascader.testing.architectures import (
+    ds_cnn,
+    efficientnet_b0_like,
+    mobilenet_v1,
+    resnet50_like,
+    unet,
+)
 from cascader.testing.networks import CATALOGUE
 from cascader.testing.shared import shared_dir
 from dse.cli import main
@@ -236,9 +243,27 @@ def _cli_estimate(capsys: pytest.CaptureFixture[str], model: Path, *flags: str) 
     return code, (json.loads(out) if out.strip() else {})
 
 
+# The architectures users bring, at sizes a unit test can afford (the full ones are measured by
+# benchmarks/quality_vs_vela.py --architectures).
+_SMALL_ARCHITECTURES = {
+    "unet": lambda: unet(size=32),
+    "efficientnet": lambda: efficientnet_b0_like(size=32, classes=10),
+    "resnet50": lambda: resnet50_like(size=32, classes=10),
+    "mobilenet_v1": lambda: mobilenet_v1(size=32, classes=10),
+    "ds_cnn": ds_cnn,
+}
+
+
 @pytest.mark.parametrize(
     ("name", "pool"),
-    [("example", "96KiB"), ("example", "4MiB"), ("chain", "16KiB"), ("residual", "64KiB")],
+    [
+        ("example", "96KiB"),
+        ("example", "4MiB"),
+        ("chain", "16KiB"),
+        ("residual", "64KiB"),
+        *((name, "4MiB") for name in _SMALL_ARCHITECTURES),  # the slow case
+        *((name, "16KiB") for name in ("unet", "mobilenet_v1", "ds_cnn")),
+    ],
 )
 def test_a_point_without_option_flags_is_never_slower_than_the_cascader_off(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str, pool: str
@@ -248,7 +273,7 @@ def test_a_point_without_option_flags_is_never_slower_than_the_cascader_off(
     model = EXAMPLE
     if name != "example":
         model = tmp_path / f"{name}.tflite"
-        model.write_bytes(CATALOGUE[name]().build())
+        model.write_bytes((_SMALL_ARCHITECTURES.get(name) or CATALOGUE[name])().build())
     code, best = _cli_estimate(capsys, model, "--sram", pool)
     off_code, off = _cli_estimate(capsys, model, "--sram", pool, "--no-cascade")
     if off_code == 0:

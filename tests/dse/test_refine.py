@@ -10,7 +10,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution, IntDistribution
 
 from dse.cli import main
-from dse.refine import STEP_OF, near_front, next_step, steps
+from dse.refine import STEP_OF, above_floor, floor_units, near_front, next_step, steps
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 
@@ -96,3 +96,21 @@ def test_a_sweep_steps_from_front_points_and_runs_exactly_the_trials_asked(
             metrics = trial.user_attrs["metrics"]
             assert not metrics["fits"] or metrics["sram_used_bytes"] < used
     assert len({json.dumps(t.params, sort_keys=True) for t in stepped}) == len(stepped)
+
+
+def test_pools_below_the_smallest_schedule_seen_are_sampled_above_it() -> None:
+    """No option set tried has a schedule under the smallest SRAM any trial used, so a
+    sampled pool under it moves above it, in order: the bottom of the range to the floor,
+    the floor's edge to the top."""
+    study = optuna.create_study(directions=["minimize", "minimize"])
+    for used in (200_000, 60_000, 90_000):
+        study.add_trial(_trial(used))
+    floor = floor_units(study)
+    assert floor == 3750  # 60,000 B in 16-byte units
+    low, high = 16, 65536
+    moved = [above_floor(u, floor, low, high) for u in (16, 100, 1000, 3749)]
+    assert moved[0] == floor and moved == sorted(moved) and moved[-1] <= high
+    assert all(m >= floor for m in moved)
+    assert above_floor(3750, floor, low, high) == 3750
+    assert above_floor(100, None, low, high) == 100
+    assert floor_units(optuna.create_study(directions=["minimize", "minimize"])) is None

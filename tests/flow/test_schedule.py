@@ -50,9 +50,15 @@ def _sizer(front, accelerator):
 
 def _roots(schedule: Schedule) -> dict[int, int]:
     """Graph tensor -> the tensor whose bytes it is (reshapes alias their input, the copies
-    of a concatenation its output)."""
-    alias = {p.output.id: p.inputs[0].id for p in schedule.network.graph.parts if p.in_line}
-    alias.update(schedule.network.co_written)
+    of a concatenation its output, an input written in place its concatenation)."""
+    net = schedule.network
+    placed = {p.id for p in net.graph.parts if _in_place(net.ops[p.id])}
+    alias = {p.output.id: p.inputs[0].id for p in net.graph.parts if p.in_line}
+    alias.update(net.co_written)
+    for pid in placed:
+        part = net.graph.parts[pid]
+        del alias[part.output.id]
+        alias[part.inputs[0].id] = net.co_written.get(part.output.id, part.output.id)
     roots = {}
     for t in schedule.network.graph.tensors:
         tid = t.id
@@ -62,8 +68,24 @@ def _roots(schedule: Schedule) -> dict[int, int]:
     return roots
 
 
-def _slice(box: Box) -> tuple[slice, ...]:
-    return tuple(slice(s, s + n) for s, n in zip(box.start, box.shape, strict=True))
+def _in_place(op) -> bool:
+    return isinstance(op, Identity) and op.operator == "IN_PLACE"
+
+
+def _offsets(schedule: Schedule) -> dict[int, tuple[int, ...]]:
+    """Graph tensor -> where it starts in its concatenation, for inputs written in place."""
+    net = schedule.network
+    return {
+        p.inputs[0].id: tuple(net.ops[p.id].ofm_offset)
+        for p in net.graph.parts
+        if _in_place(net.ops[p.id])
+    }
+
+
+def _slice(box: Box, offset: tuple[int, ...] = ()) -> tuple[slice, ...]:
+    offset = offset or (0,) * len(box.start)
+    pairs = zip(box.start, box.shape, offset, strict=True)
+    return tuple(slice(s + o, s + o + n) for s, n, o in pairs)
 
 
 def check_schedule(schedule: Schedule) -> None:
@@ -72,7 +94,7 @@ def check_schedule(schedule: Schedule) -> None:
     every read must be held; weights read from a copy must be the copied channels."""
     net = schedule.network
     graph = net.graph
-    roots = _roots(schedule)
+    roots, offsets = _roots(schedule), _offsets(schedule)
     held: dict[int, np.ndarray] = {}
     copied: dict[int, tuple] = {}
     for buf in schedule.buffers:
@@ -99,7 +121,8 @@ def check_schedule(schedule: Schedule) -> None:
                 continue
             assert box == boxes[slot]
             assert schedule.buffers[buf].tensor == roots[part.inputs[slot].id]
-            assert held[buf][_slice(box)].all(), (op.name, slot, box)
+            at = offsets.get(part.inputs[slot].id, ())
+            assert held[buf][_slice(box, at)].all(), (op.name, slot, box)
             # live while the stripe reads it, so no buffer allocated meanwhile overlaps it
             assert schedule.buffers[buf].first <= index <= schedule.buffers[buf].last
         if step.weights_buffer >= 0:
@@ -114,7 +137,7 @@ def check_schedule(schedule: Schedule) -> None:
         written = step.ofm
         if isinstance(op, Identity) and op.ifm.shape != op.ofm.shape and op.ofm_fill is None:
             written = copy_box(op, step.ofm)[1]  # a concatenation's copy writes its slice
-        mask[_slice(written)] = True
+        mask[_slice(written, offsets.get(part.output.id, ()))] = True
         if out.kind == "rolling":
             mask[:, : max(step.ofm.end[1] - out.rows, 0)] = False
     for t in graph.output_tensors:
