@@ -26,6 +26,7 @@ from dse.front import pareto_front
 from dse.space import SRAM_ALIGN
 
 STEP_OF = "dse.step_of"  # system attr: the front trial a step trial came from
+POOL = "sram_units"  # the pool parameter, in SRAM_ALIGN units
 # Of every STEP_CYCLE sampler trials, all but one step while a step is left. A step costs a
 # schedule (about 0.05 s on MobileNetV2) where a sampled trial of a new option set costs a
 # cascader run (0.2-2 s); on the shared models two steps per sampled trial match Vela's points
@@ -49,15 +50,20 @@ def steps(
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """The trial's parameters with the largest aligned pool below the SRAM it used (the next
     smaller schedule of its options) and with a pool STEP_UP above it (a faster one); None
-    for a point without cascader proposals to step through, or a pool outside the space."""
+    for a point without cascader proposals to step through, or a pool outside the space.
+    A step trial whose pool was more than it used found no new schedule there, so its step
+    up goes twice as far past what it used: sparse proposals (a multi-dimensional floor
+    whose next proposal is 40% bigger) are reached in a few doublings, not dozens of steps."""
     if not trial.params.get("enable_cascader", True):
         return None, None
     used = trial.user_attrs["metrics"]["sram_used_bytes"]
     down = (used - 1) // SRAM_ALIGN
-    up = -(-round(used * (1 + STEP_UP)) // SRAM_ALIGN)
+    target = used * (1 + STEP_UP)
+    if STEP_OF in trial.system_attrs:
+        target = max(target, used + 2 * (trial.params[POOL] * SRAM_ALIGN - used))
+    up = -(-round(target) // SRAM_ALIGN)
     return tuple(
-        {**trial.params, "sram_units": u} if low_units <= u <= high_units else None
-        for u in (down, up)
+        {**trial.params, POOL: u} if low_units <= u <= high_units else None for u in (down, up)
     )
 
 
@@ -124,9 +130,6 @@ def next_step(
             if best is None or gap > best[0]:
                 best = (gap, origin.number, params)
     return None if best is None else best[1:]
-
-
-POOL = "sram_units"
 
 
 def floor_units(study: Study) -> int | None:

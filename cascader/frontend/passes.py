@@ -1,6 +1,7 @@
 """The front half's pass list, written once: TFLite bytes -> Relax (QDQ) -> NPU composites
-outlined into "ethos-u" functions -> legalized NPU primitive ops, identities removed and
-layouts chosen. The model flow, the TVM lowering hook and the model reference all run it."""
+outlined into "ethos-u" functions -> legalized NPU primitive ops, identities removed, swish
+folded into one table lookup, layouts chosen. The model flow, the TVM lowering hook and the
+model reference all run it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from tvm import relax
 
 from cascader.frontend.legalize import choose_layouts, ethosu_functions, legalize, remove_identities
 from cascader.frontend.partition import host_ops, partition_for_ethosu
+from cascader.frontend.swish import fold_swish
 from cascader.frontend.tflite_import import import_tflite
 from cascader.ir.npu_ops import NpuFunction, Tie
 
@@ -27,8 +29,8 @@ class FrontHalf:
 
 def npu_functions(module: tvm.IRModule) -> list[NpuFunction]:
     """The partitioned module's "ethos-u" functions legalized to NPU primitive ops, with
-    identities removed and each tensor's layout chosen."""
-    return [choose_layouts(remove_identities(f)) for f in legalize(module)]
+    identities removed, swish folded and each tensor's layout chosen."""
+    return [choose_layouts(fold_swish(remove_identities(f))) for f in legalize(module)]
 
 
 def npu_ties(module: tvm.IRModule) -> tuple[Tie, ...]:

@@ -40,6 +40,19 @@ def test_steps_go_just_below_and_a_little_above_the_sram_used() -> None:
     assert up.keys() == down.keys()
 
 
+def test_a_step_that_found_nothing_new_steps_up_twice_as_far() -> None:
+    """A step trial asked for 51,200 B and got the 50,000 B schedule back: its step up asks
+    for 50,000 + 2 x 1,200 B; a sampled trial's pool does not widen its step."""
+    stepped = _trial(50_000)
+    stepped.params["sram_units"] = 3200
+    stepped.system_attrs[STEP_OF] = 0
+    _, up = steps(stepped, low_units=16, high_units=65536)
+    assert up["sram_units"] == (50_000 + 2 * 1_200) // 16
+    sampled = _trial(50_000)
+    sampled.params["sram_units"] = 3200
+    assert steps(sampled, 16, 65536)[1]["sram_units"] == -(-round(50_000 * 33 / 32) // 16)
+
+
 def test_no_steps_without_the_cascader_or_outside_the_space() -> None:
     assert steps(_trial(50_000, cascader=False), low_units=16, high_units=65536) == (None, None)
     up = {"sram_units": 17, "enable_cascader": True, "max_plan_size": 10}
