@@ -77,6 +77,7 @@ def row(name, accelerator, session, mode, options, label, pool) -> str:
         f"| {name} | {accelerator} | {mode} | {label} | {result.point.schedule.sram_bytes} | "
         f"{'yes' if result.point.fits else 'no'} | {worst['command_stream_vs_reference']} | "
         f"{worst['schedule_vs_reference']} | {worst['reference_vs_litert']} | "
+        f"{result.litert_kernels} | "
         f"{streams.exact:.1%} | {len(result.findings)} | {time.perf_counter() - started:.1f} |"
     )
 
@@ -97,14 +98,16 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "Columns: *SRAM* = bytes the schedule holds in SRAM; *cs vs ref* = max |simulated "
         "command streams - integer reference| (0: bit-exact); *sched vs ref* = the stripe "
-        "schedule on the reference; *ref vs LiteRT* = the reference vs LiteRT's built-in "
-        "kernels; *exact* = share of output elements the command streams get exactly; "
+        "schedule on the reference; *ref vs LiteRT* = the reference vs LiteRT, with the "
+        "*kernels* named (its reference kernels where they run the model, else its built-in "
+        "ones: `cascader.verify.point`); *exact* = share of output elements the command "
+        "streams get exactly; "
         "*findings* = simulator findings (uninitialised reads, out-of-region accesses, "
         "hazards, unsupported commands); *s* = seconds for the row.",
         "",
         "| model | accelerator | striping | pool | SRAM | fits | cs vs ref | sched vs ref | "
-        "ref vs LiteRT | exact | findings | s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "ref vs LiteRT | kernels | exact | findings | s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     args.out.write_text("\n".join([*header, *table]) + "\n")
     print(f"wrote {args.out}")

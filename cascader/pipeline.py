@@ -11,7 +11,8 @@ A session keeps what its points share (the cascader's runs and proposal schedule
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from cascader.ethosu.memory import SystemMemory
 from cascader.ethosu.perf import evaluate
 from cascader.frontend.passes import front_half
 from cascader.frontend.tflite_import import load_tflite
+from cascader.ir.origins import TfliteOrigin
 from cascader.point import Device, Estimate, PointConfig
 from cascader.schedule.network import Network, network
 from cascader.schedule.point import Point, PointScheduler
@@ -32,12 +34,14 @@ __all__ = ["Front", "Session", "load_front"]
 
 @dataclass(frozen=True)
 class Front:
-    """A model after the front half: its NPU network and the operators left on the host,
-    and the scheduler of its points (which keeps what they share)."""
+    """A model after the front half: its NPU network, the operators left on the host, the
+    TFLite operator each NPU op stands for, and the scheduler of its points (which keeps
+    what they share)."""
 
     sha256: str
     network: Network
     host_ops: tuple[str, ...]
+    origins: Mapping[str, TfliteOrigin] = field(default_factory=dict)
 
     @cached_property
     def scheduler(self) -> PointScheduler:
@@ -48,7 +52,8 @@ def load_front(model: bytes, accelerator: str) -> Front:
     """Import, partition and legalize `model` and build its cascader graph for `accelerator`."""
     half = front_half(model)
     sha = hashlib.sha256(model).hexdigest()
-    return Front(sha, network(list(half.functions), accelerator, half.ties), half.host_ops)
+    net = network(list(half.functions), accelerator, half.ties)
+    return Front(sha, net, half.host_ops, half.origins)
 
 
 class Session:
@@ -123,4 +128,5 @@ class Session:
                 self.scores.keep(key, scored)
         sram_used, report = scored
         model = (self.model_name, self.front.sha256, self.front.host_ops)
-        return Estimate.of_report(model, memory, options, sram_used, report), point, compiled
+        estimate = Estimate.of_report(model, memory, options, sram_used, report, self.front.origins)
+        return estimate, point, compiled

@@ -4,6 +4,7 @@ the typed `Estimate` every evaluator returns and every trial stores (as `to_json
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from cascader.core.options import CascaderOptions
 from cascader.ethosu.defaults import DEFAULT_ACCELERATOR, system_defaults
 from cascader.ethosu.memory import SystemMemory, system_memory
 from cascader.ethosu.perf import AREAS, OpPerf, PerfReport
+from cascader.ir.origins import TfliteOrigin
 
 __all__ = ["Device", "Estimate", "OpEstimate", "PointConfig"]
 
@@ -50,7 +52,11 @@ class PointConfig:
 
 @dataclass(frozen=True)
 class OpEstimate:
-    """One NPU operation's share of a point's estimate."""
+    """One NPU operation's share of a point's estimate. `name` is the TFLite operator's output
+    tensor name (as Vela's per-layer report names layers), `tflite_index` and `tflite_op` the
+    operator's index in the model and its type; an op of a decomposition (softmax, mean,
+    resize) carries its operator's. Without a recorded origin (a hand-built graph), `name`
+    is the NPU op's own and the two are None."""
 
     name: str
     kind: str
@@ -58,10 +64,14 @@ class OpEstimate:
     cycles: float
     macs: int
     bytes: dict[str, float]
+    tflite_index: int | None = None
+    tflite_op: str | None = None
 
     def to_json(self) -> dict:
         return {
             "name": self.name,
+            "tflite_index": self.tflite_index,
+            "tflite_op": self.tflite_op,
             "kind": self.kind,
             "stripes": self.stripes,
             "cycles": self.cycles,
@@ -70,14 +80,18 @@ class OpEstimate:
         }
 
     @classmethod
-    def of_perf(cls, op: OpPerf) -> OpEstimate:
+    def of_perf(cls, op: OpPerf, origin: TfliteOrigin | None = None) -> OpEstimate:
         moved = {a: op.bytes_read[a] + op.bytes_written[a] for a in AREAS}
-        return cls(op.name, op.kind, op.stripes, op.total_cycles, op.macs, moved)
+        if origin is None:
+            return cls(op.name, op.kind, op.stripes, op.total_cycles, op.macs, moved)
+        return cls(origin.tensor, op.kind, op.stripes, op.total_cycles, op.macs, moved,
+                   origin.index, origin.op)  # fmt: skip
 
     @classmethod
     def from_json(cls, data: dict) -> OpEstimate:
         return cls(data["name"], data["kind"], data["stripes"], data["cycles"], data["macs"],
-                   dict(data["bytes"]))  # fmt: skip
+                   dict(data["bytes"]), data.get("tflite_index"),
+                   data.get("tflite_op"))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -119,9 +133,11 @@ class Estimate:
         options: CascaderOptions | None,
         sram_used: int,
         report: PerfReport,
+        origins: Mapping[str, TfliteOrigin] | None = None,
     ) -> Estimate:
         """The estimate of a point of `model` (file name, sha256, host operators) scored
-        with Vela's model (`report`)."""
+        with Vela's model (`report`); `origins`: the TFLite operator of each NPU op, by its
+        name (`cascader.frontend.passes.FrontHalf.origins`)."""
         name, sha256, host_ops = model
         return cls(
             sram_pool_bytes=int(memory.sram_bytes),
@@ -139,7 +155,7 @@ class Estimate:
             inference_time_s=report.inference_time_s,
             bytes={area: report.bytes(area) for area in AREAS},
             host_ops=host_ops,
-            ops=tuple(OpEstimate.of_perf(op) for op in report.ops),
+            ops=tuple(OpEstimate.of_perf(op, (origins or {}).get(op.name)) for op in report.ops),
         )
 
     def with_source(self, source: str) -> Estimate:

@@ -20,12 +20,15 @@ from cascader.ethosu.defaults import (
 from cascader.ethosu.errors import DeviceConfigError
 from cascader.frontend.errors import ModelError
 from dse.collector import before_exit
+from dse.config_schema import MAX_SEED, OPTION_RANGES
 from dse.defaults import DEFAULT_OBJECTIVES, SRAM_MAX, SRAM_MIN
 from dse.errors import EXIT_BAD_INPUT, DseError
 from dse.sizes import format_size, parse_size
 
 # Library errors that describe the user's input (a model, graph or device name): exit 2.
 _INPUT_ERRORS = (ModelError, DeviceConfigError, GraphFormatError)
+MAX_TRIALS = 10_000  # one request is queued in one transaction, at ~3 ms a ticket on SQLite
+MAX_SAMPLES = 1000
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,24 +45,29 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
+def _whole(low: int, high: int, why: str = "") -> Callable[[str], int]:
+    """An argparse type: a whole number from `low` to `high` (`why` says where the upper
+    bound comes from)."""
+
+    def parse(text: str) -> int:
+        shown = repr(text) if len(text) <= 24 else repr(text[:21] + "...")
+        try:
+            value = int(text, 10)
+        except ValueError:  # also for thousands of digits
+            raise argparse.ArgumentTypeError(f"{shown} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{shown} must be {low} to {high}{why}")
+        return value
+
+    return parse
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
-    return value
+_TRIALS = _whole(1, MAX_TRIALS)
+_JOBS = _whole(1, os.cpu_count() or 1, " (one process per CPU of this machine)")
+_SEED = _whole(0, MAX_SEED, " (a sampler seed is 32 bits)")
+_SAMPLES = _whole(1, MAX_SAMPLES)
+_TRIAL_NUMBER = _whole(0, (1 << 31) - 1)
+_CYCLES = _whole(1, (1 << 63) - 1)
 
 
 def _add_json(p: argparse.ArgumentParser) -> None:
@@ -111,10 +119,14 @@ def _add_cascader_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="stripe along more than one axis at a time",
     )
-    g.add_argument("--stripe-factors", type=_positive_int, default=None, metavar="N")
-    g.add_argument("--max-plan-size", type=_positive_int, default=None, metavar="N")
-    g.add_argument("--max-proposals", type=_positive_int, default=None, metavar="N")
-    g.add_argument("--always-copy-size", type=_non_negative_int, default=None, metavar="BYTES")
+    for flag, name, metavar in (
+        ("--stripe-factors", "stripe_factors", "N"),
+        ("--max-plan-size", "max_plan_size", "N"),
+        ("--max-proposals", "max_proposals", "N"),
+        ("--always-copy-size", "always_copy_size", "BYTES"),
+    ):
+        low, high = OPTION_RANGES[name]
+        g.add_argument(flag, type=_whole(low, high), default=None, metavar=metavar)
     g.add_argument(
         "--cost-model",
         choices=COST_MODELS,
@@ -154,8 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     for flag, default in (("--sram-min", SRAM_MIN), ("--sram-max", SRAM_MAX)):
         help_text = f"pool range (default {format_size(default)}){kept}"
         p.add_argument(flag, type=_size, default=None, metavar="SIZE", help=help_text)
-    p.add_argument("--trials", type=_positive_int, default=50, metavar="N")
-    p.add_argument("--jobs", type=_positive_int, default=1, metavar="N", help="processes")
+    p.add_argument("--trials", type=_TRIALS, default=50, metavar="N")
+    p.add_argument("--jobs", type=_JOBS, default=1, metavar="N", help="processes")
     p.add_argument("--storage", default=None, metavar="URL", help="Optuna storage URL")
     p.add_argument("--study", default=None, metavar="NAME")
     p.add_argument(
@@ -167,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--seed",
-        type=_non_negative_int,
+        type=_SEED,
         default=None,
         metavar="N",
         help="seed the sampler: the same seed, study and trials give the same trials "
@@ -186,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("worker", help="join a shared study and run trials")
     p.add_argument("--storage", required=True, metavar="URL")
     p.add_argument("--study", required=True, metavar="NAME")
-    p.add_argument("--trials", type=_positive_int, default=None, metavar="N")
+    p.add_argument("--trials", type=_TRIALS, default=None, metavar="N")
 
     p = sub.add_parser("report", help="HTML report, plots and Markdown summary of a study")
     p.add_argument("--storage", required=True, metavar="URL")
@@ -194,19 +206,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="dse-out/report", metavar="DIR")
     p.add_argument(
         "--trial",
-        type=_non_negative_int,
+        type=_TRIAL_NUMBER,
         default=None,
         metavar="N",
-        help="the point whose per-layer cost is drawn (default: the fastest on the front)",
+        help="the point whose memory, cascades and layers are drawn (default: the fastest "
+        "on the front within the SRAM budget)",
     )
+    p.add_argument("--budget-sram", type=_size, action="append", default=[], metavar="SIZE",
+                   help="an SRAM budget, drawn on the front (repeatable)")  # fmt: skip
+    p.add_argument("--budget-cycles", type=_CYCLES, action="append", default=[], metavar="N",
+                   help="a latency budget in cycles, drawn on the front (repeatable)")  # fmt: skip
 
     p = sub.add_parser("export", help="write the chosen point as a versioned config JSON")
     p.add_argument("--storage", required=True, metavar="URL")
     p.add_argument("--study", required=True, metavar="NAME")
     pick = p.add_mutually_exclusive_group(required=True)
-    pick.add_argument("--trial", type=_non_negative_int, metavar="N")
+    pick.add_argument("--trial", type=_TRIAL_NUMBER, metavar="N")
     pick.add_argument("--max-sram", type=_size, metavar="SIZE", help="fastest point that fits")
-    pick.add_argument("--max-cycles", type=_positive_int, metavar="N", help="least SRAM meeting N")
+    pick.add_argument("--max-cycles", type=_CYCLES, metavar="N", help="least SRAM meeting N")
     p.add_argument("-o", "--output", required=True, metavar="cfg.json")
 
     p = sub.add_parser("compile", help="rebuild a schedule and write the NPU command stream")
@@ -244,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--config", dest="config", metavar="cfg.json")
     src.add_argument("--sram", type=_size, metavar="SIZE")
     _add_point_options(p, "--vela-config")
-    p.add_argument("--samples", type=_positive_int, default=1, metavar="N")
+    p.add_argument("--samples", type=_SAMPLES, default=1, metavar="N")
     _add_json(p)
 
     p = sub.add_parser(
@@ -252,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--model", required=True, metavar="X.tflite", help="dse's or Vela's output")
     p.add_argument("--reference", required=True, metavar="M.tflite", help="the original model")
-    p.add_argument("--samples", type=_positive_int, default=1, metavar="N")
+    p.add_argument("--samples", type=_SAMPLES, default=1, metavar="N")
     _add_json(p)
     return parser
 
@@ -308,10 +325,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(_command(args.command)(args))
     except DseError as err:
-        print(f"dse {args.command}: error: {err}", file=sys.stderr)
+        _refuse(args.command, err)
         return err.exit_code
     except _INPUT_ERRORS as err:
-        print(f"dse {args.command}: error: {err}", file=sys.stderr)
+        _refuse(args.command, err)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"dse {args.command}: interrupted", file=sys.stderr)
@@ -320,6 +337,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (`dse ... | head`): stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as err:
+        if err.filename is None:
+            raise
+        # A file the command line named (or one beside it) that the OS refuses.
+        _refuse(args.command, f"{err.filename}: {err.strerror}; check the path")
+        return EXIT_BAD_INPUT
+    except Exception as err:
+        failure = _storage_failure(err)
+        if failure is None:
+            raise
+        _refuse(args.command, failure)
+        return failure.exit_code
+
+
+def _refuse(command: str, err: Exception | str) -> None:
+    """The refusal, on one line of stderr whatever the message holds."""
+    print(f"dse {command}: error: {' '.join(str(err).split())}", file=sys.stderr)
+
+
+def _storage_failure(err: Exception) -> DseError | None:
+    """A database error raised while the command ran, as its one-line refusal (only a
+    process that opened a storage has imported dse.study)."""
+    study = sys.modules.get("dse.study")
+    return study.storage_failure(err) if study is not None else None
 
 
 def script() -> int:

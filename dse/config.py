@@ -5,22 +5,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
-from sqlalchemy.engine import make_url
 
 from cascader.ir.units import ALIGN, align
 from dse.config_schema import CONFIG_FORMAT, CONFIG_SCHEMA, CONFIG_VERSION, schema_errors
+from dse.database import shown_url
 from dse.errors import BadInput, NothingFits
 from dse.evaluators import make_evaluator, model_session
+from dse.inputs import MAX_CONFIG_BYTES, read_input
+from dse.output import write_file
 from dse.sizes import format_size
 from dse.space import DesignPoint, align_down
-from dse.study import StudySettings, file_sha256, load_settings
+from dse.study import StudySettings, load_settings, model_sha256
 
 
 def feasible_trials(study: optuna.Study) -> list[FrozenTrial]:
@@ -77,11 +77,6 @@ def select_trial(
         fastest = min(_metrics(t)[1] for t in feasible)
         raise NothingFits(f"no trial meets {max_cycles:,} cycles; the fastest takes {fastest:,}")
     return min(within, key=lambda t: (_metrics(t)[0], _metrics(t)[1], _pool(t), t.number))
-
-
-def shown_url(url: str) -> str:
-    """A storage URL safe to write into files: any password masked."""
-    return make_url(url).render_as_string(hide_password=True)
 
 
 def _tvm_snippet(settings: StudySettings, point: DesignPoint) -> dict:
@@ -244,34 +239,28 @@ def build_config(
 
 def write_config(config: dict, path: Path) -> None:
     """Write through a temporary file and rename, so a failure leaves any old file intact."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(config, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_file(path, json.dumps(config, indent=2) + "\n")
 
 
 def load_config(path: str | Path, model_path: str | Path | None = None) -> dict:
     """A config written by `dse export`, checked against the schema and, when `model_path` is
     given, against that model's sha256. Problems raise BadInput with a one-line message."""
     path = Path(path)
+    hint = "write one with `dse export`"
+    data = read_input(path, MAX_CONFIG_BYTES, "config", hint)
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise BadInput(f"config {path} not found; write one with `dse export`") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise BadInput(f"config {path} cannot be read ({err})") from None
-    try:
-        config = json.loads(text)
+        config = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise BadInput(f"config {path} is not text; {hint}") from None
     except json.JSONDecodeError as err:
         raise BadInput(
             f"config {path} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})"
         ) from None
+    except RecursionError:
+        raise BadInput(f"config {path} nests too deeply to be a dse config; {hint}") from None
+    except ValueError as err:  # an integer of thousands of digits: Python's message says
+        reason = str(err).split(";")[0]  # how to raise its limit, which is no help here
+        raise BadInput(f"config {path} is not a dse config ({reason}); {hint}") from None
     version = config.get("version") if isinstance(config, dict) else None
     if (
         isinstance(config, dict)
@@ -286,15 +275,12 @@ def load_config(path: str | Path, model_path: str | Path | None = None) -> dict:
     if errors:
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise BadInput(f"config {path} is not a valid dse config: {errors[0]}{more}")
-    if model_path is not None:
-        model = Path(model_path)
-        if not model.is_file():
-            raise BadInput(f"model file {model} not found; check the path")
-        if file_sha256(model) != config["model"]["sha256"]:
-            raise BadInput(
-                f"config {path} was made for {config['model']['path']} (sha256 "
-                f"{config['model']['sha256'][:12]}...), not for {model}; export one for this model"
-            )
+    if model_path is not None and model_sha256(model_path) != config["model"]["sha256"]:
+        raise BadInput(
+            f"config {path} was made for {config['model']['path']} (sha256 "
+            f"{config['model']['sha256'][:12]}...), not for {model_path}; export one for this "
+            "model"
+        )
     return config
 
 
@@ -308,7 +294,7 @@ def point_args(args: argparse.Namespace, config: dict) -> argparse.Namespace:
             "accelerator_config": config["accelerator"],
             "system_config": config["system_config"],
             "memory_mode": config["memory_mode"],
-            "vela_config": config["vela_config"],
+            "vela_config": config.get("vela_config"),
             "sram": config["sram_pool_bytes"],
             "proposal_region": config["cascader"]["proposal_region_bytes"],
             "no_cascade": not config["cascader"]["enabled"],

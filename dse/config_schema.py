@@ -1,9 +1,11 @@
-"""The JSON Schema of an exported design-point config, and a validator for the part of JSON
-Schema it uses (type, const, enum, minimum, minLength, pattern, required, properties,
+"""The JSON Schema of an exported design-point config, the ranges of the cascader's numeric
+options (the command line takes the same), and a validator for the part of JSON Schema it
+uses (type, const, enum, minimum, maximum, minLength, pattern, required, properties,
 additionalProperties, items), so loading needs no extra package."""
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -12,7 +14,23 @@ from cascader.core.options import COST_MODELS
 CONFIG_FORMAT = "cascader-dse-config"
 CONFIG_VERSION = 1
 
-_COUNT = {"type": "integer", "minimum": 0}
+# What each numeric cascader option may be. Beyond these bounds the cascader does the same
+# as at them or only takes longer: stripe factors past 33 already split every axis (at most
+# 2**24 long) down to its last quantum, and enumerating 10**6 of them took 17 s; a plan
+# holds at most every operator of a model (at most 65536), proposals are thinned to a count
+# of at most all of them; no tensor a model may hold is over 4 GiB.
+OPTION_RANGES: dict[str, tuple[int, int]] = {
+    "stripe_factors": (1, 64),
+    "max_plan_size": (1, 1 << 16),
+    "max_proposals": (1, 1 << 16),
+    "always_copy_size": (0, 1 << 32),
+}
+MAX_POOL_BYTES = 1 << 40  # an Ethos-U65's address space; the device refuses beyond its own
+MAX_SEED = (1 << 32) - 1  # Optuna's samplers seed numpy, whose seeds are 32 bits
+MAX_COUNT = (1 << 63) - 1
+
+_COUNT = {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}
+_POOL = {"type": "integer", "minimum": 16, "maximum": MAX_POOL_BYTES}
 _NAME = {"type": "string", "minLength": 1}
 _OPTIONS = {
     "type": "object",
@@ -28,10 +46,10 @@ _OPTIONS = {
     "properties": {
         "enable_striping": {"type": "boolean"},
         "enable_multi_dimensional_striping": {"type": "boolean"},
-        "stripe_factors": {"type": "integer", "minimum": 1},
-        "max_plan_size": {"type": "integer", "minimum": 1},
-        "max_proposals": {"type": "integer", "minimum": 1},
-        "always_copy_size": _COUNT,
+        **{
+            name: {"type": "integer", "minimum": low, "maximum": high}
+            for name, (low, high) in OPTION_RANGES.items()
+        },
         "cost_model": {"enum": list(COST_MODELS)},
     },
 }
@@ -70,7 +88,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
         "system_config": _NAME,
         "memory_mode": _NAME,
         "vela_config": {"type": ["string", "null"]},
-        "sram_pool_bytes": {"type": "integer", "minimum": 16},
+        "sram_pool_bytes": _POOL,
         "cascader": {
             "type": "object",
             "required": ["enabled", "options", "proposal_region_bytes"],
@@ -78,7 +96,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
             "properties": {
                 "enabled": {"type": "boolean"},
                 "options": _OPTIONS,
-                "proposal_region_bytes": {"type": "integer", "minimum": 16},
+                "proposal_region_bytes": _POOL,
             },
         },
         "predicted": {
@@ -88,7 +106,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
             "properties": {
                 "total_cycles": _COUNT,
                 "sram_used_bytes": _COUNT,
-                "inference_time_s": {"type": ["number", "null"], "minimum": 0},
+                "inference_time_s": {"type": ["number", "null"], "minimum": 0, "maximum": 1e9},
                 "scored_by": _NAME,
             },
         },
@@ -125,27 +143,31 @@ _TYPES: dict[str, tuple[type, ...]] = {
 def _is_type(value: Any, name: str) -> bool:
     if isinstance(value, bool) and name in ("integer", "number"):
         return False  # JSON booleans are not numbers
+    if isinstance(value, float) and not math.isfinite(value):
+        return False  # JSON has no NaN or infinity; Python's reader takes them all the same
     return isinstance(value, _TYPES[name])
 
 
 def schema_errors(value: Any, schema: dict[str, Any], path: str = "$") -> list[str]:
     """Every place `value` breaks `schema`, as 'path: problem' lines (empty when valid)."""
     if "const" in schema and value != schema["const"]:
-        return [f"{path}: must be {schema['const']!r}, got {value!r}"]
+        return [f"{path}: must be {schema['const']!r}, got {_shown(value)}"]
     if "enum" in schema and value not in schema["enum"]:
-        return [f"{path}: must be one of {schema['enum']}, got {value!r}"]
+        return [f"{path}: must be one of {schema['enum']}, got {_shown(value)}"]
     if "type" in schema:
         names = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
         if not any(_is_type(value, n) for n in names):
             return [f"{path}: must be {' or '.join(names)}, got {type(value).__name__}"]
     errors: list[str] = []
     if "minimum" in schema and _is_type(value, "number") and value < schema["minimum"]:
-        errors.append(f"{path}: must be at least {schema['minimum']}, got {value}")
+        errors.append(f"{path}: must be at least {schema['minimum']}, got {_shown(value)}")
+    if "maximum" in schema and _is_type(value, "number") and value > schema["maximum"]:
+        errors.append(f"{path}: must be at most {schema['maximum']}, got {_shown(value)}")
     if isinstance(value, str):
         if len(value) < schema.get("minLength", 0):
             errors.append(f"{path}: must not be empty")
         if "pattern" in schema and not re.search(schema["pattern"], value):
-            errors.append(f"{path}: {value!r} does not match {schema['pattern']}")
+            errors.append(f"{path}: {_shown(value)} does not match {schema['pattern']}")
     if isinstance(value, dict):
         props = schema.get("properties", {})
         errors += [f"{path}: missing {k!r}" for k in schema.get("required", []) if k not in value]
@@ -153,8 +175,17 @@ def schema_errors(value: Any, schema: dict[str, Any], path: str = "$") -> list[s
             if key in props:
                 errors += schema_errors(item, props[key], f"{path}.{key}")
             elif schema.get("additionalProperties", True) is False:
-                errors.append(f"{path}: unknown key {key!r}")
+                errors.append(f"{path}: unknown key {_shown(key)}")
     if isinstance(value, list) and "items" in schema:
         for i, item in enumerate(value):
             errors += schema_errors(item, schema["items"], f"{path}[{i}]")
     return errors
+
+
+def _shown(value: Any) -> str:
+    """A value as an error message quotes it: short, on one line."""
+    try:
+        text = " ".join(repr(value).split())
+    except ValueError:  # an integer too long to print
+        return f"a {type(value).__name__} too long to show"
+    return text if len(text) <= 40 else text[:37] + "..."

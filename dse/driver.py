@@ -14,6 +14,7 @@ from tqdm import tqdm
 from cascader.ir.units import align
 from dse.cache_stats import record
 from dse.collector import after_evaluation, before_exit
+from dse.front import front_progress, pareto_front
 from dse.objective import Evaluator, make_objective
 from dse.refine import with_front_steps
 from dse.space import SRAM_ALIGN, SearchSpace
@@ -91,11 +92,15 @@ def run_trials(
         study.sampler = with_front_steps(base, space.low // SRAM_ALIGN, space.high // SRAM_ALIGN)
     objective = make_objective(settings, space, evaluate)
     done = 0
+    front = pareto_front(study) if progress else []
 
     def count(_study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        nonlocal done
+        nonlocal done, front
         if trial.state == TrialState.COMPLETE:
             done += 1
+            if progress:
+                front = pareto_front(study, [*front, trial])
+                bar.set_postfix_str(front_progress(front), refresh=False)
             bar.update(1)
 
     with tqdm(total=total, disable=not progress, unit="trial", leave=False) as bar:
@@ -140,7 +145,10 @@ def run_parallel(
     with tqdm(total=total, disable=not progress, unit="trial", leave=False) as bar:
         while any(p.is_alive() for p in procs):
             time.sleep(0.5)
-            bar.update(min(total, len(completed_trials(study)) - start) - bar.n)
+            finished = min(total, len(completed_trials(study)) - start)
+            if progress and finished != bar.n:
+                bar.set_postfix_str(front_progress(pareto_front(study)), refresh=False)
+            bar.update(finished - bar.n)
     failed = [p.exitcode for p in procs if p.exitcode != 0]
     if failed:
         raise RuntimeError(f"{len(failed)} worker process(es) failed (exit codes {failed})")

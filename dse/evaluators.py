@@ -13,7 +13,7 @@ from dse.errors import BadInput
 from dse.graph_evaluator import graph_evaluator
 from dse.objective import Evaluator
 from dse.space import DesignPoint
-from dse.study import StudySettings, file_sha256
+from dse.study import StudySettings, source_sha256
 
 
 def source_file(settings: StudySettings) -> Path:
@@ -24,7 +24,7 @@ def source_file(settings: StudySettings) -> Path:
             f"{settings.source_kind} {path} of this study is not on this machine; copy it to "
             "that path"
         )
-    if file_sha256(path) != settings.source_sha256:
+    if source_sha256(settings.source_kind, path) != settings.source_sha256:
         raise BadInput(
             f"{path} has changed since the study was made (sha256 differs); restore it or "
             "start a new study"

@@ -40,6 +40,18 @@ def _covers(a: list[float], b: list[float]) -> bool:
     return all(x <= y for x, y in zip(a, b, strict=True))
 
 
+def front_progress(trials: list[optuna.trial.FrozenTrial]) -> str:
+    """What a progress bar says of a front: its size and its fastest point."""
+    if not trials:
+        return "front empty"
+    fastest = min(trials, key=lambda t: t.user_attrs["metrics"]["total_cycles"])
+    metrics = fastest.user_attrs["metrics"]
+    return (
+        f"front {len(trials)}, fastest {round(metrics['total_cycles']):,} cycles at "
+        f"{format_size(metrics['sram_used_bytes'])}"
+    )
+
+
 def front_rows(trials: list[optuna.trial.FrozenTrial]) -> list[dict]:
     """One estimate object per front point, plus its trial number and config."""
     return [

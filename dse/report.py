@@ -1,179 +1,47 @@
 """The study report: plots (PNG + SVG), a self-contained HTML page and a Markdown summary.
 
-Images are embedded in the HTML as data URIs, so the page opens anywhere without the network
-or the files beside it.
-"""
+What an SoC architect reads at a glance: the front against Vela's own points and the reader's
+budgets, where one chosen point's SRAM goes over its schedule and which layers it cascades,
+its per-layer cost under the model's own names, and how the search converged. Images are
+embedded in the HTML as data URIs, so the page opens anywhere without the network or the
+files beside it."""
 
 from __future__ import annotations
 
-import base64
-import html
-import io
-import math
-import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
 import optuna
-from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
 from optuna.trial import FrozenTrial, TrialState
 
 from dse.cache_stats import describe, study_cache_stats
+from dse.cascade_map import CASCADE_COLUMNS, cascade_rows
+from dse.convergence import History, front_history
 from dse.errors import BadInput
+from dse.evaluators import model_session
 from dse.front import format_front, front_rows, pareto_front
+from dse.plots.convergence import convergence_plot
+from dse.plots.front import Budgets, FrontData, dram_plot, front_plot, has_dram_traffic
+from dse.plots.importance import importance_plot, importances
+from dse.plots.layers import layer_plot, layer_rows
+from dse.plots.memory import memory_plot
+from dse.point_view import PointView, point_view
+from dse.report_page import Report, Section, Table, markdown, page
 from dse.sizes import format_size
 from dse.study import StudySettings, load_settings
 from dse.tickets import requested_trials
-from dse.vela_points import vela_points
+from dse.vela_points import arena_label, matched, vela_points
 
-KIB = 1024.0
+__all__ = ["build_report", "selected_trial", "write_report"]
+
 optuna.logging.set_verbosity(optuna.logging.WARNING)
+NO_BUDGETS = Budgets()
 
 
-@dataclass
-class Plot:
-    name: str
-    title: str
-    png: bytes
-
-
-def _save(fig: Figure, out: Path, name: str, title: str) -> Plot:
-    """Write `name`.png and `name`.svg; keep the PNG bytes for embedding."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    fig.savefig(out / f"{name}.svg", bbox_inches="tight")
-    plt.close(fig)
-    (out / f"{name}.png").write_bytes(buf.getvalue())
-    return Plot(name, title, buf.getvalue())
-
-
-def _xy(trials: list[FrozenTrial]) -> tuple[list[float], list[float]]:
-    return (
-        [t.user_attrs["metrics"]["sram_used_bytes"] / KIB for t in trials],
-        [t.user_attrs["metrics"]["total_cycles"] for t in trials],
-    )
-
-
-def front_plot(study: optuna.Study, out: Path) -> Plot:
-    """Cycles against SRAM used: every trial faint, infeasible ones marked, the front bold,
-    and Vela's own compiles at the same budgets beside it when the study has them."""
-    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    feasible = [t for t in complete if t.user_attrs["metrics"]["fits"]]
-    infeasible = [
-        t
-        for t in complete
-        if not t.user_attrs["metrics"]["fits"] and t.user_attrs["metrics"]["total_cycles"]
-    ]
-    front = pareto_front(study)
-    fig, ax = plt.subplots(figsize=(8, 5))
-    ax.scatter(*_xy(feasible), s=12, color="0.6", alpha=0.4, label="trials")
-    if infeasible:
-        ax.scatter(
-            *_xy(infeasible),
-            s=16,
-            marker="x",
-            color="tab:red",
-            alpha=0.4,
-            label="does not fit its pool",
-        )
-    if front:
-        ax.step(*_xy(front), where="post", color="tab:blue", lw=1.5)
-        ax.scatter(*_xy(front), s=30, color="tab:blue", zorder=3, label="cascader-dse front")
-    for core, marker in (("regor", "s"), ("legacy-python", "D")):
-        rows = [p for p in vela_points(study) if p["core"] == core]
-        if rows:
-            ax.plot(
-                [p["sram_used_bytes"] / KIB for p in rows],
-                [p["cycles_total"] for p in rows],
-                marker=marker,
-                ls=":",
-                color="tab:orange" if core == "regor" else "tab:brown",
-                label=f"Vela 5.2 ({core}) at the same arena cache sizes",
-            )
-    ax.set_xscale("log")
-    kib = FuncFormatter(lambda v, _: f"{v:.0f}")
-    ax.xaxis.set_major_formatter(kib)
-    ax.xaxis.set_minor_formatter(kib)
-    ax.set_xlabel("SRAM used (KiB)")
-    ax.set_ylabel("inference cycles")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title(f"{study.study_name}: cycles vs SRAM")
-    return _save(fig, out, "front", "Pareto front: cycles vs SRAM used")
-
-
-def layer_plot(trial: FrozenTrial, out: Path) -> Plot | None:
-    """Per-layer cycles and bytes moved of one point, when its metrics carry per-op rows."""
-    ops = trial.user_attrs["metrics"].get("ops") or []
-    if not ops:
-        return None
-    names = [f"{i}: {op.get('kind', '?')}" for i, op in enumerate(ops)]
-    cycles = [op.get("cycles", 0) / 1000 for op in ops]
-    moved = [sum((op.get("bytes") or {}).values()) / KIB for op in ops]
-    height = max(3.0, 0.22 * len(ops) + 1)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, height), sharey=True)
-    left.barh(names, cycles, color="tab:blue")
-    left.set_xlabel("cycles (thousands)")
-    right.barh(names, moved, color="tab:green")
-    right.set_xlabel("bytes moved (KiB)")
-    left.invert_yaxis()
-    left.set_title(f"trial {trial.number}: per-layer cost", loc="left")
-    return _save(fig, out, "layers", f"Per-layer cycles and memory traffic of trial {trial.number}")
-
-
-def importances(study: optuna.Study) -> dict[str, dict[str, float]]:
-    """Parameter importances per objective; empty when there are too few trials to say."""
-    scored = [
-        t
-        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        if all(math.isfinite(v) for v in t.values)
-    ]
-    if len(scored) < 4:
-        return {}
-    # Unscheduled points (infinite objectives) would swamp the analysis: judge the rest.
-    finite = optuna.create_study(directions=study.directions)
-    finite.add_trials(scored)
-    found = {}
-    for index, name in enumerate(load_settings(study).objectives):
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                found[name] = optuna.importance.get_param_importances(
-                    finite, target=lambda t, i=index: t.values[i]
-                )
-        except (RuntimeError, ValueError, ZeroDivisionError):
-            continue  # e.g. every trial has the same parameters
-    return found
-
-
-def importance_plot(found: dict[str, dict[str, float]], out: Path) -> Plot | None:
-    if not found:
-        return None
-    params = sorted({p for imp in found.values() for p in imp})
-    fig, ax = plt.subplots(figsize=(8, 0.35 * len(params) * len(found) + 1.5))
-    width = 0.8 / len(found)
-    for k, (objective, imp) in enumerate(found.items()):
-        ax.barh(
-            [i + k * width for i in range(len(params))],
-            [imp.get(p, 0.0) for p in params],
-            height=width,
-            label=objective,
-        )
-    ax.set_yticks([i + width * (len(found) - 1) / 2 for i in range(len(params))], params)
-    ax.set_xlabel("importance")
-    ax.legend()
-    ax.set_title("Parameter importances")
-    return _save(fig, out, "importances", "Parameter importances per objective")
-
-
-def selected_trial(study: optuna.Study, trial: int | None) -> FrozenTrial | None:
-    """The point whose layers are shown: the one asked for, else the fastest on the front."""
+def selected_trial(
+    study: optuna.Study, trial: int | None, budgets: Budgets = NO_BUDGETS
+) -> FrozenTrial | None:
+    """The point shown in detail: the one asked for, else the fastest front point within
+    the SRAM budgets (the smallest budget when several), else the fastest on the front."""
     if trial is not None:
         complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         found = next((t for t in complete if t.number == trial), None)
@@ -181,13 +49,32 @@ def selected_trial(study: optuna.Study, trial: int | None) -> FrozenTrial | None
             raise BadInput(f"study {study.study_name!r} has no completed trial {trial}")
         return found
     front = pareto_front(study)
+    if budgets.sram:
+        limit = min(budgets.sram)
+        front = [t for t in front if t.user_attrs["metrics"]["sram_used_bytes"] <= limit] or front
     return min(front, key=lambda t: t.user_attrs["metrics"]["total_cycles"], default=None)
 
 
-def _summary_lines(study: optuna.Study, settings: StudySettings) -> list[tuple[str, str]]:
-    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+def _front_data(study: optuna.Study, complete: list[FrozenTrial]) -> FrontData:
+    scored = [t.user_attrs.get("metrics") or {} for t in complete]
+    scored = [m for m in scored if m.get("total_cycles") is not None]
+    return FrontData(
+        study.study_name,
+        feasible=[m for m in scored if m["fits"]],
+        infeasible=[m for m in scored if not m["fits"]],
+        front=[t.user_attrs["metrics"] for t in pareto_front(study, complete)],
+        vela=vela_points(study),
+    )
+
+
+def _facts(
+    study: optuna.Study,
+    settings: StudySettings,
+    complete: list[FrozenTrial],
+    history: History | None,
+) -> list[tuple[str, str]]:
     feasible = [t for t in complete if t.user_attrs["metrics"]["fits"]]
-    lines = [
+    facts = [
         (settings.source_kind, f"{settings.source_path} (sha256 {settings.source_sha256[:12]}…)"),
         ("device", f"{settings.accelerator}, {settings.system_config}, {settings.memory_mode}"),
         ("pool range", f"{format_size(settings.sram_min)} .. {format_size(settings.sram_max)}"),
@@ -200,80 +87,168 @@ def _summary_lines(study: optuna.Study, settings: StudySettings) -> list[tuple[s
     ]
     cache = describe(study_cache_stats(study))
     if cache:
-        lines.append(("cache", cache))
+        facts.append(("cache", cache))
     if feasible:
         floor = min(t.user_attrs["metrics"]["sram_used_bytes"] for t in feasible)
-        lines.append(("smallest SRAM that fits", format_size(floor)))
-    return lines
+        facts.append(("smallest SRAM that fits", format_size(floor)))
+    if history is not None and history.vela_points:
+        facts.append(("Vela's points", _vela_convergence(history)))
+    return facts
 
 
-def _vela_table(study: optuna.Study) -> list[str]:
-    rows = vela_points(study)
-    if not rows:
-        return []
-    lines = ["| Vela core | arena cache size | SRAM used | cycles |", "|---|---:|---:|---:|"]
-    lines += [
-        f"| {p['core']} | {format_size(p['arena_cache_size'])} | "
-        f"{format_size(p['sram_used_bytes'])} | {int(p['cycles_total']):,} |"
-        for p in rows
+def _vela_convergence(history: History) -> str:
+    reached = history.first_match_of_all()
+    if reached is not None:
+        number, seconds = reached
+        return f"matched Vela's {history.vela_points} points at trial {number}, {seconds:.1f} s"
+    hits = history.by_time[-1][3] if history.by_time else 0
+    return f"matched {hits} of Vela's {history.vela_points} points"
+
+
+def _vela_table(study: optuna.Study, front: list[dict]) -> Table:
+    rows = [
+        (
+            p["core"],
+            arena_label(p),
+            format_size(p["sram_used_bytes"]),
+            f"{int(p['cycles_total']):,}",
+            "yes" if matched(front, p) else "no",
+        )
+        for p in vela_points(study)
     ]
-    return lines
+    columns = ("Vela core", "arena cache size", "SRAM used", "cycles", "matched by the front")
+    intro = "A Vela point is matched when a front point uses no more SRAM and no more cycles."
+    return Table(intro, columns, "lrrrl", rows)
 
 
-def _markdown(
-    study: optuna.Study, settings: StudySettings, plots: list[Plot], front: str, imp: dict
-) -> str:
-    parts = [f"# dse report: {study.study_name}", ""]
-    parts += [f"- **{k}**: {v}" for k, v in _summary_lines(study, settings)]
-    parts += ["", "## Pareto front", "", "```", front, "```", ""]
-    vela = _vela_table(study)
-    if vela:
-        parts += ["## Vela 5.2 at the same budgets", "", *vela, ""]
-    for objective, values in imp.items():
-        top = ", ".join(f"{k} {v:.2f}" for k, v in list(values.items())[:4])
-        parts.append(f"- importance for {objective}: {top}")
-    parts += ["", *[f"![{p.title}]({p.name}.png)" for p in plots], ""]
-    return "\n".join(parts)
-
-
-def _html(study: optuna.Study, settings: StudySettings, plots: list[Plot], front: str) -> str:
-    esc = html.escape
-    items = "".join(
-        f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in _summary_lines(study, settings)
+def _layer_table(ops: list[dict]) -> Table:
+    rows = [
+        (
+            r["name"],
+            r["operator"],
+            str(r["npu_ops"]),
+            str(r["stripes"]),
+            f"{r['cycles']:,.0f}",
+            f"{r['macs']:,}",
+            format_size(round(r["bytes"])),
+        )
+        for r in layer_rows(ops)
+    ]
+    columns = (
+        "layer (TFLite output tensor)",
+        "operator",
+        "NPU ops",
+        "stripes",
+        "cycles",
+        "MACs",
+        "bytes moved",
     )
-    figures = "".join(
-        f"<figure><img alt='{esc(p.title)}' src='data:image/png;base64,"
-        f"{base64.b64encode(p.png).decode()}'><figcaption>{esc(p.title)} "
-        f"(<a href='{p.name}.svg'>SVG</a>)</figcaption></figure>"
-        for p in plots
-    )
-    vela = _vela_table(study)
-    vela_html = f"<h2>Vela 5.2 at the same budgets</h2><pre>{esc(chr(10).join(vela))}</pre>"
-    return (
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-        f"<title>dse report: {esc(study.study_name)}</title><style>"
-        "body{font-family:sans-serif;max-width:1100px;margin:2em auto}"
-        "th{text-align:left;padding-right:1em}img{max-width:100%}"
-        "pre{background:#f6f6f6;padding:.5em;overflow-x:auto}</style></head><body>"
-        f"<h1>dse report: {esc(study.study_name)}</h1><table>{items}</table>"
-        f"<h2>Pareto front</h2><pre>{esc(front)}</pre>"
-        f"{vela_html if vela else ''}{figures}</body></html>\n"
-    )
+    return Table("Cost per TFLite operator.", columns, "llrrrrr", rows)
 
 
-def write_report(study: optuna.Study, out: Path, trial: int | None = None) -> list[Path]:
+def _point_facts(trial: FrozenTrial) -> list[tuple[str, str]]:
+    metrics, config = trial.user_attrs["metrics"], trial.user_attrs["config"]
+    time_s = metrics.get("inference_time_s")
+    return [
+        ("trial", str(trial.number)),
+        ("SRAM used", format_size(metrics["sram_used_bytes"])),
+        ("SRAM pool", format_size(config["sram_pool_bytes"])),
+        ("cycles", f"{round(metrics['total_cycles']):,}"),
+        ("inference time", f"{time_s * 1e3:.3f} ms" if time_s is not None else "-"),
+        ("cascader", "on" if config.get("enable_cascader", True) else "off (layer by layer)"),
+    ]
+
+
+def _peak_table(view: PointView) -> Table:
+    timeline = view.timeline
+    intro = (
+        f"SRAM peaks at {format_size(timeline.peak)} at step {timeline.peak_step} of "
+        f"{timeline.steps} ({timeline.step_labels[timeline.peak_step]}); the point reports "
+        f"{format_size(view.sram_used_bytes)} of SRAM used. Buffers live there, by address:"
+    )
+    rows = [(b.name, b.kind, f"{b.address:,}", format_size(b.size)) for b in timeline.peak_buffers]
+    return Table(intro, ("buffer", "kind", "address", "bytes"), "llrr", rows)
+
+
+def _cascade_table(view: PointView) -> Table:
+    intro = (
+        "The plans of the schedule in the order they run: the layers of a plan with more "
+        "than one run together in one cascade, stripe by stripe."
+    )
+    return Table(intro, CASCADE_COLUMNS, "lllrrlr", cascade_rows(view.cascades))
+
+
+def _point_section(
+    settings: StudySettings, chosen: FrozenTrial, out: Path, report: Report
+) -> Section:
+    """The chosen point: its facts, memory timeline, peak, cascade map and layers."""
+    section = Section(
+        f"The chosen point: trial {chosen.number}", _point_facts(chosen), ("memory", "layers")
+    )
+    if settings.source_kind != "model":
+        report.notes.append("a graph study has no schedule to draw: no memory timeline")
+    else:
+        try:
+            view = point_view(settings, chosen, model_session(settings))
+        except BadInput as err:
+            report.notes.append(f"no memory timeline or cascade map: {err}")
+        else:
+            report.plots.append(memory_plot(view.timeline, chosen.number, out))
+            section.tables.extend((_peak_table(view), _cascade_table(view)))
+            if view.timeline.peak != view.sram_used_bytes:
+                report.notes.append(
+                    f"the rebuilt schedule of trial {chosen.number} peaks at "
+                    f"{view.timeline.peak:,} B, but the trial recorded {view.sram_used_bytes:,} B"
+                )
+    ops = chosen.user_attrs["metrics"].get("ops") or []
+    layers = layer_plot(chosen.number, ops, out)
+    if layers is not None:
+        report.plots.append(layers)
+        section.tables.append(_layer_table(ops))
+    return section
+
+
+def build_report(
+    study: optuna.Study, out: Path, trial: int | None = None, budgets: Budgets = NO_BUDGETS
+) -> Report:
+    """Draw the figures into `out` and gather the tables."""
+    settings = load_settings(study)
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    history = front_history(complete, vela_points(study))
+    front = front_rows(pareto_front(study, complete))
+    report = Report(
+        title=f"dse report: {study.study_name}",
+        facts=_facts(study, settings, complete, history),
+        front=format_front(front) if front else "(no feasible point yet)",
+        front_figures=("front", "front_dram"),
+    )
+    data = _front_data(study, complete)
+    report.plots.append(front_plot(data, budgets, out))
+    if has_dram_traffic(data):
+        report.plots.append(dram_plot(data, budgets, out))
+    if data.vela:
+        report.sections.append(
+            Section("Vela 5.2 at the same budgets", tables=[_vela_table(study, front)])
+        )
+    chosen = selected_trial(study, trial, budgets)
+    if chosen is not None:
+        report.sections.append(_point_section(settings, chosen, out, report))
+    if history is not None:
+        report.plots.append(convergence_plot(history, out))
+    importance = importance_plot(importances(study, settings.objectives), out)
+    if importance is not None:
+        report.plots.append(importance)
+    return report
+
+
+def write_report(
+    study: optuna.Study, out: Path, trial: int | None = None, budgets: Budgets = NO_BUDGETS
+) -> list[Path]:
     """Write report.html, summary.md and the plots into `out`; returns the files written."""
     out.mkdir(parents=True, exist_ok=True)
-    settings = load_settings(study)
-    imp = importances(study)
-    chosen = selected_trial(study, trial)
-    plots = [front_plot(study, out)]
-    for plot in (layer_plot(chosen, out) if chosen else None, importance_plot(imp, out)):
-        if plot is not None:
-            plots.append(plot)
-    rows = front_rows(pareto_front(study))
-    front = format_front(rows) if rows else "(no feasible point yet)"
-    (out / "report.html").write_text(_html(study, settings, plots, front))
-    (out / "summary.md").write_text(_markdown(study, settings, plots, front, imp))
-    names = ["report.html", "summary.md"] + [f"{p.name}.{e}" for p in plots for e in ("png", "svg")]
+    report = build_report(study, out, trial, budgets)
+    (out / "report.html").write_text(page(report))
+    (out / "summary.md").write_text(markdown(report))
+    names = ["report.html", "summary.md"]
+    names += [f"{p.name}.{ext}" for p in report.plots for ext in ("png", "svg")]
     return [out / n for n in names]

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 from dse.errors import BadInput
+
+# The largest size any option takes: the 40-bit address space of an Ethos-U65 (an Ethos-U55
+# addresses 4 GiB; the device model says so for pools beyond it).
+MAX_SIZE = 1 << 40
 
 _UNITS = {
     "": 1,
@@ -19,22 +24,28 @@ _UNITS = {
     "gb": 1024**3,
     "gib": 1024**3,
 }
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*$")
+_SIZE = re.compile(r"^\s*([0-9]{0,20}\.?[0-9]{1,20})\s*([a-zA-Z]{0,3})\s*$", re.ASCII)
 
 
 def parse_size(text: str) -> int:
-    """Bytes for a size string. KB/MB mean KiB/MiB, as in Vela's and embedded usage."""
+    """Bytes for a size string, computed exactly (no float rounding). KB/MB mean KiB/MiB, as
+    in Vela's and embedded usage."""
     match = _SIZE.match(str(text))
     unit = match.group(2).lower() if match else None
     if match is None or unit not in _UNITS:
+        shown = str(text) if len(str(text)) <= 40 else str(text)[:37] + "..."
         raise BadInput(
-            f"bad size {text!r}: give bytes or a KiB/MiB size, e.g. 262144, 256KiB, 0.25MiB"
+            f"bad size {shown!r}: give bytes or a KiB/MiB size, e.g. 262144, 256KiB, 0.25MiB"
         )
-    value = float(match.group(1)) * _UNITS[unit]
-    if value != int(value):
-        raise BadInput(f"bad size {text!r}: it is not a whole number of bytes ({value:g})")
+    value = Fraction(match.group(1)) * _UNITS[unit]
+    if value.denominator != 1:
+        raise BadInput(f"bad size {text!r}: it is not a whole number of bytes ({float(value):g})")
     if value <= 0:
         raise BadInput(f"bad size {text!r}: a size must be positive")
+    if value > MAX_SIZE:
+        raise BadInput(
+            f"bad size {text!r}: more than 1 TiB ({MAX_SIZE} bytes), the most an Ethos-U addresses"
+        )
     return int(value)
 
 

@@ -19,25 +19,47 @@ from optuna.distributions import BaseDistribution, distribution_to_json, json_to
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.storages._rdb import models as rdb_models
 from optuna.storages._rdb.storage import _create_scoped_session
+from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from cascader.frontend.tflite_check import read_model
+from dse.database import (
+    check_sqlite_file,
+    engine_kwargs,
+    open_failure,
+    run_failure,
+    schema_lock,
+    sqlite_path,
+)
 from dse.errors import BadInput
+from dse.inputs import check_graph
 from dse.sizes import format_size
+from dse.stored import SETTINGS_ATTR, check_settings, check_study, read_stored
 
-SETTINGS_ATTR = "dse.settings"
 # A worker beats every HEARTBEAT_SECONDS; a running trial silent for GRACE_SECONDS is failed and
 # re-queued (at most MAX_RETRIES times). DSE_HEARTBEAT_SECONDS / DSE_GRACE_SECONDS override them.
 HEARTBEAT_SECONDS = 10
 GRACE_SECONDS = 30
 MAX_RETRIES = 2
-SQLITE_LOCK_SECONDS = 120
 OBJECTIVE_NAMES = ("cycles", "sram", "offchip")
+# What optuna-dashboard calls each objective.
+METRIC_NAMES = {"cycles": "cycles", "sram": "sram_bytes", "offchip": "offchip_bytes"}
+# Where Optuna keeps a study's metric names (`Study.set_metric_names`; Optuna is pinned).
+_METRIC_NAMES_ATTR = "study:metric_names"
 # Ids one IN (...) of a ticket state query may list (SQLite allows 32766 bound values).
 _MAX_IN_IDS = 10000
 
 
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def model_sha256(path: str | Path) -> str:
+    """The sha256 of a model file, read as the flow reads it (a regular file, size-capped)."""
+    return hashlib.sha256(read_model(path)).hexdigest()
+
+
+def source_sha256(kind: str, path: Path) -> str:
+    """The sha256 of a study's model or graph file."""
+    if kind == "model":
+        return model_sha256(path)
+    return hashlib.sha256(check_graph(path).read_bytes()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -150,9 +172,9 @@ class TicketStorage(RDBStorage):
         """Claim a waiting trial with one conditional UPDATE. Optuna reads the state with
         SELECT ... FOR UPDATE, which SQLite ignores, so two worker processes could both take
         the same ticket and evaluate it twice; the UPDATE's row count decides the winner.
-        The claim beats its first heartbeat at once: Optuna never finds a running trial
-        without one stale, so a worker killed before its heartbeat thread's first beat
-        (the sampler runs in between) would leave its trial running for ever."""
+        The claim and its first heartbeat are one transaction: Optuna never finds a running
+        trial without a heartbeat stale, so a worker killed between the two (the sampler
+        runs before its heartbeat thread's first beat) would leave it running for ever."""
         if state != TrialState.RUNNING:
             self._forget(trial_id)
             return super().set_trial_state_values(trial_id, state, values)
@@ -166,11 +188,84 @@ class TicketStorage(RDBStorage):
         self._forget(trial_id)
         with _create_scoped_session(self.scoped_session) as session:
             claimed = session.execute(claim).rowcount == 1
+            if claimed and self.get_heartbeat_interval() is not None:
+                session.add(rdb_models.TrialHeartbeatModel(trial_id=trial_id))
         if claimed:
             self._claimed.add(trial_id)
-            if self.get_heartbeat_interval() is not None:
-                self.record_heartbeat(trial_id)
         return claimed
+
+    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+        """Optuna's stale trials, after giving every running trial without a heartbeat one
+        (a claim made by a process killed between claiming and beating, before claims and
+        first beats were one transaction): its clock starts now, and unless its process
+        beats, it goes stale after the grace period and is retried like any other."""
+        trials, beats = rdb_models.TrialModel, rdb_models.TrialHeartbeatModel
+        unbeaten = sqlalchemy.select(trials.trial_id).where(
+            trials.study_id == study_id,
+            trials.state == TrialState.RUNNING,
+            ~sqlalchemy.exists().where(beats.trial_id == trials.trial_id),
+        )
+        with _create_scoped_session(self.scoped_session, True) as session:
+            for (trial_id,) in session.execute(unbeaten).all():
+                session.add(beats(trial_id=trial_id))
+        return super()._get_stale_trial_ids(study_id)
+
+    def create_dse_study(
+        self, name: str, directions: Sequence[str], user_attrs: dict, system_attrs: dict
+    ) -> None:
+        """Create study `name` with its attributes in one transaction: a process that sees
+        the study sees its settings. DuplicatedStudyError when another made it first."""
+        study = rdb_models.StudyModel(
+            study_name=name,
+            directions=[
+                rdb_models.StudyDirectionModel(objective=i, direction=StudyDirection[d.upper()])
+                for i, d in enumerate(directions)
+            ],
+        )
+        try:
+            with _create_scoped_session(self.scoped_session) as session:
+                session.add(study)
+                session.flush()
+                for model, attrs in (
+                    (rdb_models.StudyUserAttributeModel, user_attrs),
+                    (rdb_models.StudySystemAttributeModel, system_attrs),
+                ):
+                    for key, value in attrs.items():
+                        session.add(
+                            model(study_id=study.study_id, key=key, value_json=json.dumps(value))
+                        )
+        except sqlalchemy.exc.IntegrityError:
+            raise optuna.exceptions.DuplicatedStudyError(name) from None
+
+    def issue_tickets(
+        self, study_id: int, request: tuple[str, dict], tickets: Sequence[dict], seeds: int
+    ) -> int:
+        """Record a request (a study user attribute) and enqueue its tickets (WAITING trials
+        fixing `tickets`' parameters) in one transaction, so a request is never recorded
+        without its tickets or the other way round. The first `seeds` tickets are a new
+        study's seed points: when the study has trials by the time the transaction holds
+        its lock (another process seeded it first), they become empty tickets."""
+        with _create_scoped_session(self.scoped_session) as session:
+            rdb_models.StudyModel.find_or_raise_by_id(study_id, session, for_update=True)
+            if seeds:
+                table = rdb_models.TrialModel
+                first = session.execute(
+                    sqlalchemy.select(table.trial_id).where(table.study_id == study_id).limit(1)
+                ).first()
+                if first is not None:
+                    tickets = [{} for _ in range(seeds)] + list(tickets[seeds:])
+            for params in tickets:
+                template = optuna.trial.create_trial(
+                    state=TrialState.WAITING, system_attrs={"fixed_params": params}
+                )
+                self._get_prepared_new_trial(study_id, template, session)
+            key, value = request
+            session.add(
+                rdb_models.StudyUserAttributeModel(
+                    study_id=study_id, key=key, value_json=json.dumps(value)
+                )
+            )
+        return len(tickets)
 
     def _set_trial_param(
         self,
@@ -276,6 +371,7 @@ class TicketStorage(RDBStorage):
 # The engines of the storages this process opened. An engine lives on in reference cycles
 # after its storage is gone, its pooled connections open, until a collection frees it.
 _ENGINES: list[weakref.ref[sqlalchemy.engine.Engine]] = []
+_OPENED: list[str] = []  # their URLs, latest last
 
 
 def close_storages() -> None:
@@ -289,48 +385,76 @@ def close_storages() -> None:
     _ENGINES.clear()
 
 
-def open_storage(url: str, heartbeat: bool = True) -> RDBStorage:
-    """An RDB storage with heartbeats, so trials of a killed worker are failed and retried."""
-    kwargs = {}
-    interval, grace = heartbeat_seconds()
+def open_storage(url: str, heartbeat: bool = True, create: bool = True) -> RDBStorage:
+    """An RDB storage with heartbeats, so trials of a killed worker are failed and retried;
+    every wait on its database bounded (`dse.database`). A SQLite file is checked first
+    (`dse.database.check_sqlite_file`); without `create` a missing one is refused rather than
+    made (a command that only reads a study must not leave an empty database behind)."""
+    kwargs: dict[str, Any] = {"engine_kwargs": engine_kwargs(url)}
+    path = sqlite_path(url)
     try:
         with warnings.catch_warnings():
             # Heartbeats are marked experimental in Optuna 5; they are the documented way.
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             if heartbeat:
-                kwargs = {
+                interval, grace = heartbeat_seconds()
+                kwargs |= {
                     "heartbeat_interval": interval,
                     "grace_period": grace,
                     "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(
                         max_retry=MAX_RETRIES
                     ),
                 }
-            if url.startswith("sqlite"):
-                # Worker processes share the file: wait for its lock rather than fail at 5 s.
-                kwargs["engine_kwargs"] = {"connect_args": {"timeout": SQLITE_LOCK_SECONDS}}
+            storage = _made_storage(url, path, create, kwargs)
+    except BadInput:
+        raise
+    except Exception as err:  # SQLAlchemy and the drivers raise many types
+        raise open_failure(err, url) from None
+    _ENGINES.append(weakref.ref(storage.engine))
+    _OPENED.append(url)
+    return storage
+
+
+def _made_storage(
+    url: str, path: Path | None, create: bool, kwargs: dict[str, Any]
+) -> TicketStorage:
+    """The storage, its tables made under the schema lock (`dse.database.schema_lock`). A
+    SQLite file is checked under the lock too: another process may be making it, and until
+    its tables are in, the file is empty."""
+    if path is not None:
+        with schema_lock(url):
+            check_sqlite_file(path, create)
             storage = TicketStorage(url, **kwargs)
-            if url.startswith("sqlite"):
-                _write_lock_first(storage.engine)
-            _ENGINES.append(weakref.ref(storage.engine))
-            return storage
-    except Exception as err:  # SQLAlchemy raises many types for a bad URL or server
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise BadInput(
-            f"cannot open storage {url!r} ({reason}); check the URL and that the database "
-            "server is running"
-        ) from None
+        _write_lock_first(storage.engine)
+        return storage
+    engine = sqlalchemy.create_engine(url, **kwargs["engine_kwargs"])
+    try:
+        with schema_lock(url, engine):
+            return TicketStorage(url, **kwargs)
+    finally:
+        engine.dispose()
+
+
+def storage_failure(error: BaseException) -> BadInput | None:
+    """The one-line refusal for a database error raised while a command ran (the server went
+    away, the file was damaged meanwhile), or None when `error` is not one."""
+    failed = isinstance(
+        error, sqlalchemy.exc.SQLAlchemyError | optuna.exceptions.StorageInternalError
+    )
+    return run_failure(error, _OPENED[-1]) if failed and _OPENED else None
 
 
 def open_if_present(url: str) -> RDBStorage | None:
     """The storage at `url`, or None when it is a SQLite file not made yet: looking for a
     study there must not leave an empty database behind a command refused later."""
-    if url.startswith("sqlite"):
-        try:
-            path = sqlalchemy.engine.make_url(url).database
-        except sqlalchemy.exc.ArgumentError:  # open_storage says what is wrong with it
-            return None
-        if not path or path == ":memory:" or not Path(path).is_file():
-            return None
+    path = sqlite_path(url)
+    try:
+        if path is not None:
+            os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        pass  # open_storage says what is wrong with it
     return open_storage(url)
 
 
@@ -408,6 +532,7 @@ def _settings_in(name: str, attrs: dict[str, Any]) -> StudySettings:
     data = attrs.get(SETTINGS_ATTR)
     if data is None:
         raise BadInput(f"study {name!r} was not made by `dse sweep`; name a dse study")
+    check_settings(name, data)
     return StudySettings.from_json(data)
 
 
@@ -417,7 +542,9 @@ def stored_settings(storage: RDBStorage, name: str) -> StudySettings | None:
         study_id = storage.get_study_id_from_name(name)
     except KeyError:
         return None
-    return _settings_in(name, storage.get_study_user_attrs(study_id))
+    with read_stored(name):
+        attrs = storage.get_study_user_attrs(study_id)
+    return _settings_in(name, attrs)
 
 
 def load_settings(study: optuna.Study) -> StudySettings:
@@ -425,11 +552,24 @@ def load_settings(study: optuna.Study) -> StudySettings:
 
 
 def load_study(storage: RDBStorage, name: str) -> optuna.Study:
-    names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+    """Study `name`, checked to hold what dse stores (`dse.stored.check_study`)."""
+    with read_stored(name):
+        names = [s.study_name for s in storage.get_all_studies()]
     if name not in names:
-        known = ", ".join(sorted(names)) or "none"
+        known = ", ".join(sorted(names)[:20]) or "none"
         raise BadInput(f"no study named {name!r} in this storage (studies there: {known})")
-    return optuna.load_study(study_name=name, storage=storage)
+    with read_stored(name):
+        study = optuna.load_study(study_name=name, storage=storage)
+    return _checked(study)
+
+
+def _checked(study: optuna.Study) -> optuna.Study:
+    """`study` once everything stored in it has been read and checked: later reads of the
+    same rows cannot fail."""
+    with read_stored(study.study_name):
+        load_settings(study)
+        check_study(study)
+    return study
 
 
 def directions(objectives: tuple[str, ...]) -> list[str]:
@@ -439,18 +579,27 @@ def directions(objectives: tuple[str, ...]) -> list[str]:
 def create_or_continue(storage: RDBStorage, name: str, settings: StudySettings) -> optuna.Study:
     """Create the study with `settings`, or reopen it. For a study that exists, `settings` are
     what `continued_settings` made of its own (checked again: another process may have made
-    the study since); the sampler they name replaces the stored one, for this run and every
-    later one and worker. The sampler objects are built from the stored settings when trials
-    run (driver.run_trials), so every process of a study samples alike."""
+    the study since, even while this one tried to); the sampler they name replaces the
+    stored one, for this run and every later one and worker. The sampler objects are built
+    from the stored settings when trials run (driver.run_trials), so every process of a
+    study samples alike. A new study is made with its settings and metric names in one
+    transaction (`TicketStorage.create_dse_study`)."""
     stored = stored_settings(storage, name)
-    if stored is not None:
-        continued_settings(name, stored, settings, _KEPT_FLAGS)
-        study = optuna.load_study(study_name=name, storage=storage)
-        if stored.sampler != settings.sampler:
-            study.set_user_attr(SETTINGS_ATTR, replace(stored, sampler=settings.sampler).to_json())
-        return study
-    study = optuna.create_study(
-        storage=storage, study_name=name, directions=directions(settings.objectives)
-    )
-    study.set_user_attr(SETTINGS_ATTR, settings.to_json())
+    if stored is None:
+        metric_names = [METRIC_NAMES[o] for o in settings.objectives]
+        try:
+            storage.create_dse_study(
+                name,
+                directions(settings.objectives),
+                {SETTINGS_ATTR: settings.to_json()},
+                {_METRIC_NAMES_ATTR: metric_names},
+            )
+            return optuna.load_study(study_name=name, storage=storage)
+        except optuna.exceptions.DuplicatedStudyError:  # made meanwhile: continue it
+            stored = stored_settings(storage, name)
+            assert stored is not None
+    continued_settings(name, stored, settings, _KEPT_FLAGS)
+    study = _checked(optuna.load_study(study_name=name, storage=storage))
+    if stored.sampler != settings.sampler:
+        study.set_user_attr(SETTINGS_ATTR, replace(stored, sampler=settings.sampler).to_json())
     return study

@@ -2,9 +2,10 @@
 
 `dse sweep --trials N` and `dse worker --trials N` enqueue N WAITING trials (tickets) and record
 the request in a study user attr of its own (distinct keys, so concurrent requests never
-overwrite each other). Workers then take tickets until none is waiting or running anywhere; a
-ticket held by a dead worker goes stale, is failed by Optuna's heartbeat check and re-queued
-with the same parameters, so it is run again rather than lost.
+overwrite each other), both in one transaction: a process killed meanwhile leaves neither.
+Workers then take tickets until none is waiting or running anywhere; a ticket held by a dead
+worker goes stale, is failed by Optuna's heartbeat check and re-queued with the same
+parameters, so it is run again rather than lost.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from optuna.storages import fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 
 from dse.collector import after_evaluation, collected_between_evaluations
-from dse.study import NoTicketLeft, heartbeat_seconds
+from dse.stored import REQUEST_PREFIX
+from dse.study import NoTicketLeft, TicketStorage, heartbeat_seconds
 
-REQUEST_PREFIX = "dse.request."
 _OPEN = (TrialState.WAITING, TrialState.RUNNING)
 
 TrialCallback = Callable[[optuna.Study, FrozenTrial], None]
@@ -66,20 +67,30 @@ def issue(
     by: str,
     seeds: Sequence[dict] = (),
 ) -> int:
-    """Enqueue `n_trials` tickets and record the request. A grid study gets up to that many
-    unvisited grid points; otherwise the `seeds` (fixed points) come first, then empty
-    tickets the sampler fills in. Returns how many were issued."""
+    """Enqueue `n_trials` tickets and record the request, in one transaction. A grid study
+    gets up to that many unvisited grid points; otherwise the `seeds` (fixed points) come
+    first, then empty tickets the sampler fills in (the seeds too, when another process
+    has put trials in the study first: a new study is seeded once). Returns how many were
+    issued."""
+    seeded = 0
     if grid:
         points = _unvisited_grid_points(study, grid)[:n_trials]
     else:
         points = list(seeds)[:n_trials]
+        seeded = len(points)
         points += [{}] * (n_trials - len(points))
-    if points:
-        key = f"{REQUEST_PREFIX}{time.time_ns()}.{worker_id()}"
-        study.set_user_attr(key, {"trials": len(points), "by": by})
-        for params in points:
-            study.enqueue_trial(params)
-    return len(points)
+    if not points:
+        return 0
+    key = f"{REQUEST_PREFIX}{time.time_ns()}.{worker_id()}"
+    request = (key, {"trials": len(points), "by": by})
+    return _tickets(study).issue_tickets(study._study_id, request, points, seeded)
+
+
+def _tickets(study: optuna.Study) -> TicketStorage:
+    """The study's TicketStorage (Optuna wraps an RDB storage in its cache; it is pinned)."""
+    storage = getattr(study._storage, "_backend", study._storage)
+    assert isinstance(storage, TicketStorage), "open studies with dse.study.open_storage"
+    return storage
 
 
 def fail_stale(study: optuna.Study) -> None:
@@ -94,8 +105,10 @@ def run_issued(
     callbacks: list[TrialCallback],
 ) -> None:
     """Take tickets until none is waiting or running. While another worker's trial is still
-    running, wait: if that worker died, its trial goes stale and comes back as a ticket."""
+    running, wait: if that worker died, its trial goes stale and comes back as a ticket. The
+    stale check runs first too, so a claim left without a heartbeat starts its clock now."""
     poll = min(1.0, heartbeat_seconds()[0] / 2)
+    fail_stale(study)
     with collected_between_evaluations():
         while True:
             with contextlib.suppress(NoTicketLeft):

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import tempfile
 from pathlib import Path
 
 from cascader.artifact.vela_tflite import model_for_firmware
@@ -15,21 +18,54 @@ from cascader.schedule.point import Point
 def write_build(
     out: Path, model: bytes, stem: str, estimate: Estimate, point: Point, compiled: Compiled
 ) -> Path:
-    """Write a compiled point into `out`: `<stem>_dse.tflite` (the model as the firmware
-    runs it, `vela_tflite`), and per NPU function i `npu<i>.cs` (register command stream
-    words, little-endian) and `npu<i>.payload` (Vela's driver payload), plus `constants.bin`
-    and `manifest.json` (regions, sizes, I/O addresses, the estimate). The caller checks
-    `fits` first: a schedule over the pool is written all the same. Returns the model's
-    path."""
-    shipped = model_for_firmware(model, compiled, point.schedule)
+    """Write a compiled point into `out` (see `build_files`): each file replaced whole (a
+    temporary file renamed over it, so a symlink there is replaced, never written through),
+    and the command streams and payloads of an earlier build that this one does not list
+    removed. A build that must not touch the previous one until it is complete goes into a
+    fresh folder that then takes its place (`dse compile` does). Returns the model's path."""
+    files = build_files(model, stem, estimate, point, compiled)
     out.mkdir(parents=True, exist_ok=True)
-    tflite = out / f"{stem}_dse.tflite"
-    tflite.write_bytes(shipped)
+    for name, data in files.items():
+        _replace(out / name, data)
+    for stale in out.iterdir():
+        if _STREAM_FILE.fullmatch(stale.name) and stale.name not in files:
+            stale.unlink()
+    return out / f"{stem}_dse.tflite"
+
+
+_STREAM_FILE = re.compile(r"npu[0-9]+\.(cs|payload)")
+
+
+def _replace(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def build_files(
+    model: bytes, stem: str, estimate: Estimate, point: Point, compiled: Compiled
+) -> dict[str, bytes]:
+    """The files of a compiled point by name: `<stem>_dse.tflite` (the model as the
+    firmware runs it, `vela_tflite`), and per NPU function i `npu<i>.cs` (register command
+    stream words, little-endian) and `npu<i>.payload` (Vela's driver payload), plus
+    `constants.bin` and `manifest.json` (regions, sizes, I/O addresses, the estimate), which
+    lists them all. The caller checks `fits` first: a schedule over the pool is written all
+    the same."""
+    tflite = f"{stem}_dse.tflite"
+    files = {tflite: model_for_firmware(model, compiled, point.schedule)}
     functions = []
     for index, stream in enumerate(compiled.functions):
         cs, payload = f"npu{index}.cs", f"npu{index}.payload"
-        (out / cs).write_bytes(stream.command_stream)
-        (out / payload).write_bytes(stream.driver_payload)
+        files[cs] = stream.command_stream
+        files[payload] = stream.driver_payload
         functions.append(
             {
                 "name": stream.name,
@@ -38,13 +74,13 @@ def write_build(
                 "operations": len(stream.operations),
             }
         )
-    (out / "constants.bin").write_bytes(compiled.constants)
+    files["constants.bin"] = compiled.constants
     schedule = point.schedule
     memory = point.memory
     manifest = {
         "format": "cascader-dse-compiled",
         "version": 1,
-        "model": tflite.name,
+        "model": tflite,
         "regions": {
             "0": {
                 "role": "constants",
@@ -65,8 +101,8 @@ def write_build(
             "area": memory.roles["cascade"],
             "bytes": schedule.scratch_bytes,
         }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    return tflite
+    files["manifest.json"] = (json.dumps(manifest, indent=1) + "\n").encode()
+    return files
 
 
 def _io_json(schedule: Schedule) -> list[dict]:

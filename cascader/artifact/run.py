@@ -22,6 +22,7 @@ from cascader.simulator.vela_tflite import OperatorInfo
 from cascader.verify.boundaries import TfliteGraph
 from cascader.verify.litert import KERNELS, DiffStats, diff_stats, litert_outputs, random_inputs
 from cascader.verify.point import CompiledRunner
+from cascader.verify.reference_kernels import reference_kernel_outputs
 
 
 class LiteRTHostOps:
@@ -66,6 +67,7 @@ class SimulationCheck:
     ethos_u_ops: int
     findings: tuple[str, ...]
     seconds: float
+    litert_kernels: str = "builtin"  # the LiteRT kernel set compared with
 
     def max_abs_diff(self) -> int:
         return max(o.max_abs_diff for o in self.outputs)
@@ -78,6 +80,7 @@ class SimulationCheck:
             "npu_ops": self.npu_ops,
             "ethos_u_ops": self.ethos_u_ops,
             "findings": list(self.findings),
+            "litert_kernels": self.litert_kernels,
             "seconds": round(self.seconds, 3),
         }
 
@@ -91,11 +94,14 @@ def _io(model: VelaModel, tensors: Sequence[int]) -> list[tuple[tuple[int, ...],
 
 
 def check_against_litert(
-    data: bytes, reference: bytes, samples: int = 1, seed: int = 0
+    data: bytes, reference: bytes, samples: int = 1, seed: int = 0, kernels: str = "auto"
 ) -> SimulationCheck:
     """Simulate the Vela-format file `data` on `samples` random inputs and compare it with
-    LiteRT on the original model `reference`. Raises NotTheSameModel when their inputs and
-    outputs differ and SimulationError for a file the simulator cannot run."""
+    LiteRT on the original model `reference`, with `kernels` ("auto": LiteRT's reference
+    kernels, the NPU's arithmetic, when every operator of `data` is an ethos-u one and they
+    run the model; its built-in ones otherwise, as for the host operators; see
+    `cascader.verify.point`). Raises NotTheSameModel when their inputs and outputs differ
+    and SimulationError for a file the simulator cannot run."""
     started = time.perf_counter()
     parsed = VelaModel.parse(data)
     if not any(op.kind == "ethos-u" for op in parsed.operators):
@@ -109,13 +115,18 @@ def check_against_litert(
             raise NotTheSameModel(f"its {what} {ours} are not the reference's {theirs}")
     host = LiteRTHostOps(data)
     rng = np.random.default_rng(seed)
+    drawn = [random_inputs(reference, rng) for _ in range(samples)]
+    found = None
+    if kernels == "auto":
+        kernels = "builtin"
+        if all(op.kind == "ethos-u" for op in parsed.operators):
+            found = reference_kernel_outputs(reference, drawn)
+            kernels = "builtin" if found is None else "reference"
+    expected = found or [litert_outputs(reference, inputs, kernels) for inputs in drawn]
     simulated: list[list[np.ndarray]] = []
-    expected: list[list[np.ndarray]] = []
     findings: dict[str, None] = {}
     npu_ops = 0
-    for _ in range(samples):
-        inputs = random_inputs(reference, rng)
-        expected.append(litert_outputs(reference, inputs))
+    for inputs in drawn:
         run = run_vela_tflite(parsed, inputs, host=host)
         broken = [f for f in run.findings if f.kind == FindingKind.MALFORMED_STREAM]
         if broken:  # not a stream a compiler wrote: a damaged file, not a wrong schedule
@@ -129,7 +140,7 @@ def check_against_litert(
     )
     ethos_u = sum(1 for op in parsed.operators if op.kind == "ethos-u")
     return SimulationCheck(samples, outputs, npu_ops, ethos_u, tuple(findings),
-                           time.perf_counter() - started)  # fmt: skip
+                           time.perf_counter() - started, kernels)  # fmt: skip
 
 
 def firmware_runner(session: Session, config: PointConfig) -> CompiledRunner:

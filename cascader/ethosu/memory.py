@@ -70,9 +70,8 @@ def system_memory(
     config_path: str | Path | None = None,
 ) -> SystemMemory:
     """The memory system of `accelerator` under a vela.ini (Vela's shipped one by default).
-    DeviceConfigError lists the valid names when one is wrong."""
-    if sram_bytes <= 0:
-        raise ValueError(f"the SRAM pool must be positive, got {sram_bytes} bytes")
+    DeviceConfigError lists the valid names when one is wrong, and says why when Vela or the
+    accelerator cannot take the combination or the pool size (`vela_arch.system_arch`)."""
     path = Path(config_path) if config_path is not None else DEFAULT_VELA_INI
     arch = system_arch(accelerator, system_config, memory_mode, int(sram_bytes), path)
     roles = {

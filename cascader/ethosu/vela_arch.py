@@ -6,6 +6,8 @@ from __future__ import annotations
 import configparser
 import contextlib
 import io
+import os
+import stat
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -13,6 +15,7 @@ from pathlib import Path
 from ethosu.vela import architecture_features as vela_arch
 from ethosu.vela.api import NpuAccelerator
 from ethosu.vela.architecture_features import Accelerator, ArchitectureFeatures
+from ethosu.vela.errors import VelaError
 
 from cascader.ethosu.errors import DeviceConfigError
 
@@ -26,6 +29,19 @@ ACCELERATORS: tuple[str, ...] = (
     "ethos-u65-512",
 )
 DEFAULT_VELA_INI = Path(vela_arch.CONFIG_FILES_PATH) / "Arm" / "vela.ini"
+MAX_VELA_INI_BYTES = 1 << 20  # Vela's own vela.ini is 10 KiB
+# Vela's own system configs are named after the family they are for.
+_FAMILIES = ("Ethos_U55_", "Ethos_U65_", "Ethos_U85_")
+
+
+class VelaConfigError(DeviceConfigError):
+    """A vela.ini, system config, memory mode or SRAM pool that Vela cannot use, or one not
+    meant for the accelerator; the message says which and what to do (and never quotes the
+    file, which may be any file the user named)."""
+
+    def __init__(self, what: str, name: str, problem: str) -> None:
+        super().__init__(what, name, ())
+        self.args = (f"{what} {name}: {problem}",)
 
 
 @contextlib.contextmanager
@@ -55,9 +71,46 @@ def default_arch(accelerator: str) -> ArchitectureFeatures:
         return vela_arch.create_default_arch(Accelerator(check_accelerator(accelerator)))
 
 
-def _ini_sections(config_path: Path, prefix: str) -> tuple[str, ...]:
+@lru_cache(maxsize=16)
+def _read_ini(config_path: Path) -> configparser.ConfigParser:
+    """The parsed vela.ini: only a regular file of at most MAX_VELA_INI_BYTES of text that
+    parses as an ini file (Vela would read a FIFO or /dev/zero for ever, and its parse error
+    quotes the offending line of whatever file it was given)."""
+    what = "vela config file"
+    try:
+        fd = os.open(config_path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise DeviceConfigError(what, str(config_path), [str(DEFAULT_VELA_INI)]) from None
+    except OSError as err:
+        raise VelaConfigError(what, str(config_path), f"cannot be read ({err.strerror})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise VelaConfigError(what, str(config_path), "is not a regular file; give a vela.ini")
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(MAX_VELA_INI_BYTES + 1)
+    if len(data) > MAX_VELA_INI_BYTES:
+        raise VelaConfigError(
+            what, str(config_path), f"is over {MAX_VELA_INI_BYTES >> 10} KiB; give a vela.ini"
+        )
     parser = configparser.ConfigParser()
-    parser.read(config_path)
+    try:
+        parser.read_string(data.decode("utf-8"), str(config_path))
+    except UnicodeDecodeError:
+        raise VelaConfigError(what, str(config_path), "is not text; give a vela.ini") from None
+    except configparser.Error as err:
+        line = getattr(err, "lineno", None)
+        at = f" at line {line}" if line else ""
+        raise VelaConfigError(
+            what,
+            str(config_path),
+            f"is not a vela.ini ({type(err).__name__}{at}); give a vela.ini with "
+            "[System_Config.*] and [Memory_Mode.*] sections",
+        ) from None
+    return parser
+
+
+def _ini_sections(config_path: Path, prefix: str) -> tuple[str, ...]:
+    parser = _read_ini(Path(config_path))
     return tuple(s[len(prefix) :] for s in parser.sections() if s.startswith(prefix))
 
 
@@ -82,21 +135,61 @@ def system_arch(
     config_path: Path = DEFAULT_VELA_INI,
 ) -> ArchitectureFeatures:
     """Vela's own reading of a vela.ini system config x memory mode for one accelerator, with
-    the arena cache size (the SRAM pool) overriding the memory mode's, as Vela's CLI does."""
+    the arena cache size (the SRAM pool) overriding the memory mode's, as Vela's CLI does.
+    A combination Vela refuses, or one the accelerator cannot run, is a VelaConfigError."""
     check_accelerator(accelerator)
-    if not Path(config_path).is_file():
-        raise DeviceConfigError("vela config file", str(config_path), [str(DEFAULT_VELA_INI)])
     if system_config not in system_configs(config_path):
         raise DeviceConfigError("system config", system_config, system_configs(config_path))
     if memory_mode not in memory_modes(config_path):
         raise DeviceConfigError("memory mode", memory_mode, memory_modes(config_path))
-    with quiet():
-        return ArchitectureFeatures(
-            vela_config_files=[str(config_path)],
-            accelerator_config=accelerator,
-            system_config=system_config,
-            memory_mode=memory_mode,
-            max_blockdep=ArchitectureFeatures.MAX_BLOCKDEP,
-            verbose_config=False,
-            arena_cache_size=arena_cache_size,
+    _check_family(accelerator, system_config, config_path)
+    limit = 1 << (32 if accelerator.startswith("ethos-u55") else 40)
+    if arena_cache_size is not None and not 0 < arena_cache_size <= limit:
+        raise VelaConfigError(
+            "SRAM pool",
+            f"of {arena_cache_size} bytes",
+            f"must be 1 byte to the {limit >> 30} GiB an {accelerator} addresses; give a "
+            "smaller size",
+        )
+    try:
+        with quiet():
+            arch = ArchitectureFeatures(
+                vela_config_files=[str(config_path)],
+                accelerator_config=accelerator,
+                system_config=system_config,
+                memory_mode=memory_mode,
+                max_blockdep=ArchitectureFeatures.MAX_BLOCKDEP,
+                verbose_config=False,
+                arena_cache_size=arena_cache_size,
+            )
+    except (VelaError, ValueError, KeyError, TypeError, ArithmeticError) as err:
+        reason = err.error_msg if isinstance(err, VelaError) else f"{type(err).__name__}: {err}"
+        raise VelaConfigError(
+            "system config",
+            f"{system_config} with memory mode {memory_mode} ({Path(config_path).name})",
+            f"Vela refuses it ({' '.join(str(reason).split())[:160]}); pick another memory "
+            "mode or fix the vela.ini",
+        ) from None
+    if arch.is_ethos_u55_system and arch.is_spilling_enabled():
+        raise VelaConfigError(
+            "memory mode",
+            memory_mode,
+            f"keeps the arena outside the SRAM, with the SRAM as its cache, which the "
+            f"{accelerator} cannot do (Ethos-U65 only); use Shared_Sram or Sram_Only",
+        )
+    return arch
+
+
+def _check_family(accelerator: str, system_config: str, config_path: Path) -> None:
+    """A system config named after another Ethos-U family (Vela's own are) describes that
+    family's memory system, not this accelerator's."""
+    family = "Ethos_" + accelerator.split("-")[1].upper() + "_"
+    theirs = next((f for f in _FAMILIES if system_config.startswith(f)), None)
+    if theirs is not None and theirs != family:
+        ours = [c for c in system_configs(config_path) if c.startswith(family)]
+        raise VelaConfigError(
+            "system config",
+            system_config,
+            f"is for the {theirs[:-1].replace('_', '-')}, not the {accelerator}; use "
+            f"{' or '.join(ours) or 'a system config for it'}",
         )

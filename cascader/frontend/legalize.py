@@ -10,7 +10,7 @@ Softmax and mean expand to several primitive ops, as Vela rewrites them.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -25,6 +25,7 @@ from ethosu.vela.tflite_graph_optimiser import convert_hardswish_to_lut, convert
 from tvm import relax
 
 from cascader.frontend.mean import legalize_mean
+from cascader.frontend.origins import origin_of
 from cascader.frontend.partition import CODEGEN
 from cascader.frontend.resize import legalize_resize
 from cascader.frontend.softmax import legalize_softmax
@@ -44,6 +45,7 @@ from cascader.ir.npu_ops import (
     Quant,
     UnaryElementwise,
 )
+from cascader.ir.origins import TfliteOrigin
 
 UNKNOWN_QUANT = Quant(scale=float("nan"), zero_point=0)
 
@@ -58,19 +60,42 @@ class LegalizeError(ValueError):
 class _Composite:
     """One composite function: its bindings, parameters and op calls, by op name."""
 
-    def __init__(self, func: relax.Function, arg_names: list[str], out_name: str):
+    def __init__(self, func: relax.Function, arg_names: list[str]):
         self.kind = str(func.attrs["Composite"]).removeprefix(f"{CODEGEN}.")
-        self.out_name = out_name
+        self.out_name = ""  # set by `_composites`, from `name_hint`
         self.item_names: dict[int, str] = {}  # tuple outputs (split): index -> tensor name
         self.value: dict[relax.Var, relax.Expr] = {}
         for block in func.body.blocks:
             for binding in block.bindings:
                 self.value[binding.var] = binding.value
+        # The TFLite operator the composite's result was imported for, if the import said.
+        found = origin_of(self.resolve(func.body.body))
+        self.origin, self.is_output = found if found is not None else (None, False)
         self.param_name = {p: n for p, n in zip(func.params, arg_names, strict=True)}
         self.calls: dict[str, list[relax.Call]] = {}
         for value in self.value.values():
             if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
                 self.calls.setdefault(value.op.name, []).append(value)
+
+    def name_hint(self, fallback: str) -> str:
+        """What the composite's result is called: the model's name for the operator's output
+        tensor; inside an operator imported as several composites (a requantize after a
+        slice, the reshapes around a fully connected layer), and for a split's tuple (its
+        parts take the output names), that name and the kind."""
+        if self.origin is None:
+            return fallback
+        if self.is_output and self.kind != "split":
+            return self.origin.tensor
+        return f"{self.origin.tensor}:{self.kind}"
+
+    def op_origin(self, position: int) -> TfliteOrigin | None:
+        """The TFLite operator the composite's `position`-th NPU op stands for, named by its
+        output tensor (a split's parts: each its own output)."""
+        if self.origin is None:
+            return None
+        tensors = self.origin.tensors
+        tensor = tensors[position] if self.kind == "split" and position < len(tensors) else None
+        return TfliteOrigin((tensor or tensors[0],), self.origin.index, self.origin.op)
 
     def call(self, op_name: str) -> relax.Call:
         return self.calls[f"relax.{op_name}"][0]
@@ -491,28 +516,37 @@ def _legalize_composite(c: _Composite, quant_of: dict[str, Quant]) -> list[NpuOp
 
 
 class _TensorNames:
-    """Unique tensor names for Relax variables: name hints repeat ("lv" for every composite
-    output), so later duplicates get a suffix, as the TVMScript printer numbers them."""
+    """Unique tensor names: the model's where the import left them (`_Composite.name_hint`),
+    else Relax variable names, whose hints repeat ("lv" for every composite output). A later
+    duplicate gets a suffix, as the TVMScript printer numbers them. `taken`: names the
+    model's other functions gave their ops, so op names are unique model-wide."""
 
-    def __init__(self):
+    def __init__(self, taken: set[str]):
         self.of: dict[relax.Var, str] = {}
         self.used: set[str] = set()
+        self.taken = taken
 
-    def __call__(self, var: relax.Var) -> str:
+    def fresh(self, hint: str) -> str:
+        name, n = hint, 0
+        while name in self.used or name in self.taken:
+            n += 1
+            name = f"{hint}_{n}"
+        self.used.add(name)
+        return name
+
+    def __call__(self, var: relax.Var, hint: str | None = None) -> str:
         if var not in self.of:
-            name, n = var.name, 0
-            while name in self.used:
-                n += 1
-                name = f"{var.name}_{n}"
-            self.used.add(name)
-            self.of[var] = name
+            self.of[var] = self.fresh(hint or var.name)
         return self.of[var]
 
 
-def _composites(func: relax.Function) -> tuple[list[_Composite], list[str], list[str]]:
-    """The composites of one external function in binding (topological) order."""
-    name = _TensorNames()
-    inputs = [name(p) for p in func.params]
+def _composites(
+    func: relax.Function, taken: set[str] | None = None, params: Sequence[str | None] = ()
+) -> tuple[list[_Composite], list[str], list[str]]:
+    """The composites of one external function in binding (topological) order; `params`:
+    names for its parameters where known (`_argument_names`)."""
+    name = _TensorNames(taken or set())
+    inputs = [name(p, params[i] if i < len(params) else None) for i, p in enumerate(func.params)]
     local: dict[relax.Var, relax.Function] = {}
     composites: list[_Composite] = []
     producer: dict[relax.Var, _Composite] = {}
@@ -522,11 +556,19 @@ def _composites(func: relax.Function) -> tuple[list[_Composite], list[str], list
             if isinstance(value, relax.Function):
                 local[binding.var] = value
             elif isinstance(value, relax.Call) and value.op in local:
-                args = [name(a) for a in value.args]
-                composites.append(_Composite(local[value.op], args, name(binding.var)))
-                producer[binding.var] = composites[-1]
+                c = _Composite(local[value.op], [name(a) for a in value.args])
+                c.out_name = name(binding.var, c.name_hint(binding.var.name))
+                if c.kind == "split" and c.origin is not None:
+                    c.item_names = {i: name.fresh(t) for i, t in enumerate(c.origin.tensors)}
+                composites.append(c)
+                producer[binding.var] = c
             elif isinstance(value, relax.TupleGetItem) and value.tuple_value in producer:
-                producer[value.tuple_value].item_names[int(value.index)] = name(binding.var)
+                c = producer[value.tuple_value]
+                index = int(value.index)
+                if index in c.item_names:
+                    name.of[binding.var] = c.item_names[index]
+                else:
+                    c.item_names[index] = name(binding.var)
     body = func.body.body
     outputs = [name(f) for f in body.fields] if isinstance(body, relax.Tuple) else []
     if isinstance(body, relax.Var):
@@ -577,16 +619,61 @@ def ethosu_functions(mod: tvm.IRModule) -> list[tuple[str, relax.Function]]:
     ]
 
 
+def _argument_names(mod: tvm.IRModule) -> dict[str, list[str | None]]:
+    """Per external function, the model's names for what "main" passes it, where main has
+    them: its own parameters (the graph inputs) and host operators' results (their spans).
+    A module of external functions alone (the lowering hook's) names none."""
+    found: dict[str, list[str | None]] = {}
+    if "main" not in [gv.name_hint for gv in mod.functions]:
+        return found
+    value: dict[relax.Var, relax.Expr] = {}
+    for block in mod["main"].body.blocks:
+        for binding in block.bindings:
+            value[binding.var] = binding.value
+            call = binding.value
+            if not isinstance(call, relax.Call) or not isinstance(call.op, relax.GlobalVar):
+                continue
+            names: list[str | None] = []
+            for arg in call.args:
+                origin = origin_of(value.get(arg, arg))
+                if origin is not None and origin[1]:
+                    names.append(origin[0].tensor)
+                else:
+                    names.append(arg.name if arg in mod["main"].params else None)
+            found[call.op.name_hint] = names
+    return found
+
+
 def legalize(mod: tvm.IRModule) -> list[NpuFunction]:
     """Every external "ethos-u" function of a partitioned module as NPU primitive ops."""
+    return legalize_named(mod)[0]
+
+
+def legalize_named(
+    mod: tvm.IRModule,
+) -> tuple[list[NpuFunction], dict[str, TfliteOrigin]]:
+    """`legalize`, and the TFLite operator each NPU op stands for, by op name (unique in the
+    model), where the import recorded it: an op of a decomposition (softmax, mean, resize)
+    stands for the operator it was decomposed from."""
     functions = []
+    origins: dict[str, TfliteOrigin] = {}
+    taken: set[str] = set()
+    arguments = _argument_names(mod)
     for name, func in ethosu_functions(mod):
-        composites, inputs, outputs = _composites(func)
+        composites, inputs, outputs = _composites(func, taken, arguments.get(name, ()))
         quant_of = _known_quants(composites)
-        ops = [op for c in composites for op in _legalize_composite(c, quant_of)]
+        ops = []
+        for c in composites:
+            made = _legalize_composite(c, quant_of)
+            for position, op in enumerate(made):
+                origin = c.op_origin(position)
+                if origin is not None:
+                    origins[op.name] = origin
+            ops.extend(made)
         ops = _propagate_copies(ops, quant_of)
+        taken.update(op.name for op in ops)
         functions.append(NpuFunction(name, tuple(inputs), tuple(outputs), tuple(ops)))
-    return functions
+    return functions, origins
 
 
 def npu_op_summary(mod: tvm.IRModule) -> Counter[str]:

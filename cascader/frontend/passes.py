@@ -5,32 +5,46 @@ model reference all run it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import tvm
 from tvm import relax
 
-from cascader.frontend.legalize import choose_layouts, ethosu_functions, legalize, remove_identities
+from cascader.frontend.legalize import (
+    choose_layouts,
+    ethosu_functions,
+    legalize,
+    legalize_named,
+    remove_identities,
+)
 from cascader.frontend.partition import host_ops, partition_for_ethosu
 from cascader.frontend.swish import fold_swish
 from cascader.frontend.tflite_import import import_tflite
 from cascader.ir.npu_ops import NpuFunction, Tie
+from cascader.ir.origins import TfliteOrigin
 
 
 @dataclass(frozen=True)
 class FrontHalf:
-    """A model's NPU functions in model order, the operators left on the host, and which
-    function inputs are other functions' outputs (`npu_ties`)."""
+    """A model's NPU functions in model order, the operators left on the host, which
+    function inputs are other functions' outputs (`npu_ties`), and the TFLite operator each
+    NPU op stands for, by op name (`legalize_named`)."""
 
     functions: tuple[NpuFunction, ...]
     host_ops: tuple[str, ...]
     ties: tuple[Tie, ...] = ()
+    origins: Mapping[str, TfliteOrigin] = field(default_factory=dict)
 
 
 def npu_functions(module: tvm.IRModule) -> list[NpuFunction]:
     """The partitioned module's "ethos-u" functions legalized to NPU primitive ops, with
     identities removed, swish folded and each tensor's layout chosen."""
-    return [choose_layouts(fold_swish(remove_identities(f))) for f in legalize(module)]
+    return [_laid_out(f) for f in legalize(module)]
+
+
+def _laid_out(function: NpuFunction) -> NpuFunction:
+    return choose_layouts(fold_swish(remove_identities(function)))
 
 
 def npu_ties(module: tvm.IRModule) -> tuple[Tie, ...]:
@@ -60,7 +74,9 @@ def npu_ties(module: tvm.IRModule) -> tuple[Tie, ...]:
 def front_half(model: bytes, name: str = "model") -> FrontHalf:
     """Import, partition and legalize a validated TFLite model."""
     module = partition_for_ethosu(import_tflite(model, name))
-    return FrontHalf(tuple(npu_functions(module)), tuple(host_ops(module)), npu_ties(module))
+    functions, origins = legalize_named(module)
+    laid_out = tuple(_laid_out(f) for f in functions)
+    return FrontHalf(laid_out, tuple(host_ops(module)), npu_ties(module), origins)
 
 
 def model_npu_functions(model: bytes) -> list[NpuFunction]:

@@ -9,6 +9,9 @@ differ from the input's, so the result stays in the frontend's QDQ form.
 from __future__ import annotations
 
 import functools
+import gc
+import os
+import struct
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,10 +19,16 @@ import numpy as np
 import tvm
 from tvm import relax
 from tvm.relax.frontend.tflite import from_tflite
-from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter, get_scalar_from_constant
+from tvm.relax.frontend.tflite.tflite_frontend import (
+    OperatorConverter,
+    get_scalar_from_constant,
+    get_tensor_name,
+)
 
 from cascader.frontend.errors import ModelError
-from cascader.frontend.tflite_check import parse_tflite
+from cascader.frontend.origins import stamp
+from cascader.frontend.tflite_check import parse_tflite, read_model
+from cascader.ir.origins import TfliteOrigin
 
 # Ops that only move or select int8 values: exact on quantized data when the output has the
 # input's scale and zero point; otherwise a requantize follows (see _requantized).
@@ -47,7 +56,8 @@ PAD_OPS = frozenset({"PAD", "PADV2"})
 
 class EthosUOperatorConverter(OperatorConverter):
     """The stock converter plus quantized data movement, PAD with its zero-point fill, and
-    FULLY_CONNECTED over inputs of rank > 2 (flattened as TFLite does)."""
+    FULLY_CONNECTED over inputs of rank > 2 (flattened as TFLite does). Every expression it
+    builds carries the TFLite operator it stands for (`cascader.frontend.origins`)."""
 
     _SUPPORTED_QUANTIZED_OPS = (
         OperatorConverter._SUPPORTED_QUANTIZED_OPS | DATA_MOVEMENT_OPS | PAD_OPS
@@ -59,6 +69,34 @@ class EthosUOperatorConverter(OperatorConverter):
             self.convert_map[name] = self._requantized(self.convert_map[name])
         for name in PAD_OPS:
             self.convert_map[name] = self.convert_quantized_pad
+        self._op_index = {
+            subgraph.Operators(i)._tab.Pos: i for i in range(subgraph.OperatorsLength())
+        }
+        self.convert_map = {name: self._stamped(f) for name, f in self.convert_map.items()}
+
+    def _stamped(self, convert: Callable) -> Callable:
+        """`convert` with its result stamped with the operator's origin. An operator with
+        several outputs returns a tuple of them (each stamped as its own tensor's) or one
+        call of tuple type (a split: stamped with every output's name)."""
+
+        @functools.wraps(convert)
+        def wrapper(op):
+            out = convert(op=op)
+            if out is None:
+                return out
+            index, kind = self._op_index[op._tab.Pos], self.get_op_code_str(op)
+            names = tuple(
+                get_tensor_name(self.subgraph, t.tensor_idx) for t in self.get_output_tensors(op)
+            )
+            if isinstance(out, relax.Tuple) and len(out.fields) == len(names) > 1:
+                fields = [
+                    stamp(f, TfliteOrigin((name,), index, kind), self.bb)
+                    for f, name in zip(out.fields, names, strict=True)
+                ]
+                return relax.Tuple(fields)
+            return stamp(out, TfliteOrigin(names, index, kind), self.bb)
+
+        return wrapper
 
     def get_tensor_expr(self, tensor, is_sparse=False):
         override = getattr(self, "_input_override", None)
@@ -182,17 +220,23 @@ def _qparam(tensor, key: str) -> float:
 
 def load_tflite(path: str | Path) -> bytes:
     """Read and validate a TFLite model file; raises ModelError with a one-line reason."""
-    path = Path(path)
-    try:
-        buf = path.read_bytes()
-    except FileNotFoundError as err:
-        raise ModelError(f"{path}: model file not found") from err
-    except IsADirectoryError as err:
-        raise ModelError(f"{path}: is a directory, not a TFLite file") from err
-    except OSError as err:
-        raise ModelError(f"{path}: cannot read model file ({err.strerror})") from err
+    buf = read_model(path)
     parse_tflite(buf, str(path))
     return buf
+
+
+# What TVM's frontend raises on contents it did not expect (a structurally sound file can
+# still hold inconsistent ones that the checks in tflite_check do not cover).
+_FRONTEND_ERRORS = (
+    RuntimeError,  # TVM's errors (OpError, InternalError, ...) and RecursionError
+    AssertionError,
+    ArithmeticError,
+    AttributeError,
+    LookupError,
+    ValueError,
+    TypeError,
+    struct.error,
+)
 
 
 def import_tflite(buf: bytes, name: str = "model") -> tvm.IRModule:
@@ -201,20 +245,31 @@ def import_tflite(buf: bytes, name: str = "model") -> tvm.IRModule:
     try:
         return from_tflite(model, op_converter=EthosUOperatorConverter)
     except NotImplementedError as err:
-        raise ModelError(f"{name}: the TFLite frontend cannot import it: {_one_line(err)}") from err
-    # A structurally sound file can still hold inconsistent contents (a weight tensor without
-    # data, per-axis zero points that are not 0); the frontend then fails in one of these ways.
-    except (
-        tvm.error.OpError,
-        tvm.error.InternalError,
-        AssertionError,
-        KeyError,
-        IndexError,
-        ValueError,
-        TypeError,
-    ) as err:
-        raise ModelError(f"{name}: corrupt TFLite model ({_one_line(err)})") from err
+        reason = _one_line(err)
+        _collect_quietly(err)
+        raise ModelError(f"{name}: the TFLite frontend cannot import it: {reason}") from None
+    except _FRONTEND_ERRORS as err:
+        reason = f"{type(err).__name__}: {_one_line(err)}"
+        _collect_quietly(err)
+        raise ModelError(f"{name}: corrupt TFLite model ({reason})") from None
+
+
+def _collect_quietly(err: BaseException) -> None:
+    """Drop the failed import's frames now, with stderr closed: TVM warns on stderr when it
+    frees a BlockBuilder left in a function scope, which would add a second line to the
+    command's one-line error."""
+    err.__traceback__ = None
+    stderr = 2  # where TVM's C++ logging writes, whatever sys.stderr is
+    saved = os.dup(stderr)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), stderr)
+            gc.collect()
+    finally:
+        os.dup2(saved, stderr)
+        os.close(saved)
 
 
 def _one_line(err: Exception) -> str:
-    return " ".join(str(err).split()) or type(err).__name__
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= 200 else text[:197] + "..."

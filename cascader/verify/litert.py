@@ -6,7 +6,8 @@ the XNNPACK delegate, whose float requantisation differs from both). Their round
 places (the reference FULLY_CONNECTED rounds once, the optimised MEAN and TRANSPOSE_CONV round
 differently), and the reference set aborts the process on some models (in allocate_tensors
 on the shared VWW and MobileNetV2 models, in invoke on a 1000-wide SOFTMAX of equal values), so
-the caller chooses.
+the caller chooses; `reference_kernels` runs them in a child process, which `verify_point` and
+`dse simulate` do for every model the NPU runs whole.
 """
 
 from __future__ import annotations

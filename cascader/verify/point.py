@@ -5,7 +5,14 @@ the host run through litert in (b) and (c), fed by what our NPU side computed, s
 verify. (b) and (c) must agree bit for bit (the schedule moves data, it never changes
 arithmetic); (b) is within one step of (a) where Vela's rounding differs from TFLite's.
 A model whose NPU part is split into several functions runs in (c) one function at a time,
-each on its own steps of the one schedule, the host ops between them on litert."""
+each on its own steps of the one schedule, the host ops between them on litert.
+
+(a) runs LiteRT's reference kernels where they run the model (`kernels="auto"`, a model
+entirely on the NPU): the NPU's arithmetic is theirs. Its built-in kernels round some ties
+the other way (TRANSPOSE_CONV, some CONV_2D: a negative value exactly half way between two
+steps goes up, not away from zero, benchmarks/simulator_vs_vela.md); one such step in a
+U-Net's first up-sampling grows to 5-8 steps at its output through the convolutions after
+it, on Vela's own output as on ours."""
 
 from __future__ import annotations
 
@@ -22,6 +29,7 @@ from cascader.reference.striped import StripedExecutor
 from cascader.schedule.point import Point
 from cascader.verify.hybrid import HybridModel
 from cascader.verify.litert import DiffStats, diff_stats, litert_outputs, random_inputs
+from cascader.verify.reference_kernels import reference_kernel_outputs
 
 
 def _stats(s: DiffStats) -> dict:
@@ -68,6 +76,7 @@ class Verification:
     npu_functions: int
     host_ops: tuple[str, ...]  # TFLite operators run by litert, in execution order
     findings: tuple[str, ...] = ()  # the simulator's, when the command streams ran
+    litert_kernels: str = "builtin"  # the kernel set (a) ran: "reference" or "builtin"
 
     def max_abs_diff(self) -> dict[str, int]:
         found = {
@@ -97,6 +106,7 @@ class Verification:
             "npu_functions": self.npu_functions,
             "host_ops": list(self.host_ops),
             "findings": list(self.findings),
+            "litert_kernels": self.litert_kernels,
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
         }
 
@@ -106,15 +116,16 @@ def verify_point(
     config: PointConfig,
     samples: int = 1,
     seed: int = 0,
-    kernels: str = "builtin",
+    kernels: str = "auto",
     compiled: CompiledRunner | None = None,
 ) -> Verification:
     """(a), (b) and (c) on `samples` random inputs for a point of the session's model (the
-    cascader's options None: the copy-constants schedule); host operators through litert
-    with `kernels`; and (d), with `compiled`, the point's command streams on the simulator
-    against (b). Raises ReferenceError for a model with nothing on the NPU or NPU tensors
-    it cannot place in the TFLite graph, and StripeError when the schedule cannot run as
-    written."""
+    cascader's options None: the copy-constants schedule); litert with `kernels` ("auto":
+    its reference kernels, in a child process, when the model has no host operators and
+    they run it; its built-in ones otherwise, host operators included); and (d), with
+    `compiled`, the point's command streams on the simulator against (b). Raises
+    ReferenceError for a model with nothing on the NPU or NPU tensors it cannot place in
+    the TFLite graph, and StripeError when the schedule cannot run as written."""
     clock = time.perf_counter()
     seconds: dict[str, float] = {}
 
@@ -128,17 +139,23 @@ def verify_point(
     functions = session.front.network.functions
     if not functions:
         raise ReferenceError("no operator runs on the NPU, there is no schedule to check")
-    hybrid = HybridModel(model, functions, kernels)
+    hybrid = HybridModel(model, functions, "builtin" if kernels == "auto" else kernels)
     point = session.schedule(config)
     executor = StripedExecutor(point.schedule)
     lap("build")
     rng = np.random.default_rng(seed)
+    drawn = [random_inputs(model, rng) for _ in range(samples)]
+    expected: list[list[np.ndarray]] | None = None
+    if kernels == "auto":
+        kernels = "builtin"
+        if not hybrid.host_ops:
+            expected = reference_kernel_outputs(model, drawn)
+            kernels = "builtin" if expected is None else "reference"
     runs: list[tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]] = []
     streamed: list[list[np.ndarray]] = []
     findings: dict[str, None] = {}
-    for _ in range(samples):
-        inputs = random_inputs(model, rng)
-        theirs = litert_outputs(model, inputs, kernels)
+    for sample, inputs in enumerate(drawn):
+        theirs = litert_outputs(model, inputs, kernels) if expected is None else expected[sample]
         lap("litert")
         ours = hybrid.run(inputs)
         lap("reference")
@@ -165,4 +182,4 @@ def verify_point(
     )
     stripes = executor.stripes_run // samples
     return Verification(samples, outputs, point, stripes, seconds, len(functions),
-                        hybrid.host_ops, tuple(findings))  # fmt: skip
+                        hybrid.host_ops, tuple(findings), kernels)  # fmt: skip

@@ -5,6 +5,7 @@ constants and a manifest (regions, scratch size, I/O addresses, estimate)."""
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from cascader.artifact.build import write_build
@@ -12,16 +13,19 @@ from cascader.pipeline import Session
 from cascader.point import PointConfig
 from dse.commands.estimate import nothing_fits, scored_point
 from dse.config import load_config, point_args
-from dse.errors import BadInput
+from dse.output import check_folder, staged_folder
 from dse.sizes import format_size
+
+MARKER = "manifest.json"  # what a folder `dse compile` wrote holds
+# Every name `write_build` gives a file (any model's): the only things a rebuild replaces.
+OWNED = re.compile(r".+_dse\.tflite|npu[0-9]+\.(cs|payload)|constants\.bin|manifest\.json")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.config is not None:
         args = point_args(args, load_config(args.config, args.model))
     out = Path(args.output)
-    if out.exists() and not out.is_dir():
-        raise BadInput(f"-o {out}: exists and is not a directory")
+    check_folder(out, MARKER, OWNED)  # before the work: a folder it may not replace costs nothing
 
     def run_compile(session: Session, config: PointConfig):
         return session, *session.compile(config)
@@ -29,11 +33,11 @@ def run(args: argparse.Namespace) -> int:
     session, result, point, compiled = scored_point(args, args.sram, run_compile)
     if not result.fits:
         raise nothing_fits(result)
-    try:
-        shipped = write_build(out, session.model_bytes, Path(args.model).stem, result, point,
-                              compiled)  # fmt: skip
-    except OSError as error:
-        raise BadInput(f"cannot write {out}: {error.strerror}") from None
+    # Built beside `out` and swapped in whole: a failure leaves the previous build as it was.
+    with staged_folder(out, MARKER, OWNED) as staging:
+        written = write_build(staging, session.model_bytes, Path(args.model).stem, result,
+                              point, compiled)  # fmt: skip
+    shipped = out / written.name
     schedule = point.schedule
     print(
         f"wrote {out}: {len(result.ops)} NPU ops in "

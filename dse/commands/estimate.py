@@ -22,6 +22,7 @@ from cascader.ir.errors import ScheduleError
 from cascader.pipeline import Session
 from cascader.point import Device, Estimate, PointConfig
 from dse.errors import BadInput, NothingFits
+from dse.inputs import check_graph
 from dse.sizes import format_size
 from dse.space import SearchSpace
 
@@ -117,6 +118,7 @@ def _graph_estimate(args: argparse.Namespace, sram: int) -> Estimate:
     options = cascader_options(args)
     if options is None:
         raise BadInput("--graph scores the cascader's proposals; --no-cascade needs --model")
+    check_graph(args.graph)
     try:
         evaluator = graph_evaluator(args.graph)
     except (GraphFormatError, OSError) as error:

@@ -11,7 +11,7 @@ from dse.study import load_study, open_storage
 
 
 def run(args: argparse.Namespace) -> int:
-    study = load_study(open_storage(args.storage, heartbeat=False), args.study)
+    study = load_study(open_storage(args.storage, heartbeat=False, create=False), args.study)
     trial = select_trial(study, args.trial, args.max_sram, args.max_cycles)
     pool = pool_within(study, trial, args.max_sram) if args.max_sram is not None else None
     config = build_config(study, trial, args.storage, pool)

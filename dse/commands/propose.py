@@ -10,6 +10,7 @@ from cascader.core import CascaderOptions, GraphFormatError, cascade
 from cascader.core.memory_region import MemoryRegion
 from cascader.ethosu.graph_json import load_graph
 from dse.errors import BadInput
+from dse.inputs import check_graph
 from dse.sizes import format_size
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -61,6 +62,7 @@ def _default_regions(graph_regions: dict | None, sram: int | None) -> dict[str, 
 def run(args: argparse.Namespace) -> int:
     """Run the core on `args.graph` with its own regions/homes/options, `--sram` and
     `--option` overriding, and print the proposals (JSON with `--json`, else a table)."""
+    check_graph(args.graph)
     try:
         document = load_graph(args.graph)
     except GraphFormatError as error:

@@ -12,7 +12,7 @@ import sys
 
 from cascader.artifact.run import NotTheSameModel, SimulationCheck, check_against_litert
 from cascader.frontend.errors import ModelError
-from cascader.frontend.tflite_check import parse_tflite
+from cascader.frontend.tflite_check import parse_tflite, read_model
 from cascader.frontend.tflite_import import load_tflite
 from cascader.simulator import SimulationError
 from dse.errors import BadInput
@@ -22,11 +22,7 @@ LITERT_TOLERANCE = 1  # steps of the output quantisation where the NPU rounds un
 
 def _read(path: str) -> bytes:
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as error:
-        raise BadInput(f"{path}: cannot read ({error.strerror})") from None
-    try:
+        data = read_model(path)
         parse_tflite(data, path)
     except ModelError as error:
         raise BadInput(str(error)) from None

@@ -9,6 +9,8 @@ from pathlib import Path
 from cascader.ethosu.defaults import DEFAULT_ACCELERATOR, system_defaults
 from dse.cache_stats import describe, study_cache_stats
 from dse.collector import collected_between_evaluations
+from dse.config_schema import MAX_SEED
+from dse.database import shown_url
 from dse.defaults import DEFAULT_OBJECTIVES, SRAM_MAX, SRAM_MIN
 from dse.driver import issue_trials, run_parallel, run_trials
 from dse.errors import BadInput
@@ -20,14 +22,20 @@ from dse.study import (
     continued_settings,
     create_or_continue,
     default_storage,
-    file_sha256,
     open_if_present,
     open_storage,
     parse_objectives,
+    source_sha256,
     stored_settings,
 )
 from dse.tickets import completed_trials
-from dse.vela_points import baseline_budgets, format_vela, run_baseline, vela_points
+from dse.vela_points import (
+    baseline_budgets,
+    count_matched,
+    format_vela,
+    run_baseline,
+    vela_points,
+)
 
 # The argparse names of the settings a continued study takes from the command line only when
 # given there (dse.study.continued_settings).
@@ -47,14 +55,13 @@ def settings_from_args(args: argparse.Namespace) -> StudySettings:
     """The settings of a new study, the defaults filling what the command line leaves out."""
     kind, given = ("graph", args.graph) if args.graph else ("model", args.model)
     path = Path(given)
-    if not path.is_file():
-        raise BadInput(f"{kind} file {given} not found; check the path")
+    sha256 = source_sha256(kind, path)  # refuses a missing, special or oversized file
     accelerator = args.accelerator_config or DEFAULT_ACCELERATOR
     system_config, memory_mode = system_defaults(accelerator, args.system_config, args.memory_mode)
     return StudySettings(
         source_kind=kind,
         source_path=str(path.resolve()),
-        source_sha256=file_sha256(path),
+        source_sha256=sha256,
         accelerator=accelerator,
         system_config=system_config,
         memory_mode=memory_mode,
@@ -88,14 +95,22 @@ def run(args: argparse.Namespace) -> int:
 def _sweep(args: argparse.Namespace) -> int:
     if bool(args.model) == bool(args.graph):
         raise BadInput("give exactly one of --model M.tflite or --graph G.json")
+    if args.seed is not None and args.seed + args.jobs - 1 > MAX_SEED:
+        raise BadInput(
+            f"--seed {args.seed} with --jobs {args.jobs}: process k draws from seed + k, which "
+            f"must stay within {MAX_SEED}; give a smaller seed"
+        )
     out = Path(args.out)
     storage_url = args.storage or default_storage(out)
     storage = open_if_present(storage_url)
     settings, name = sweep_settings(args, storage)
     evaluate = make_evaluator(settings)  # validates the model/graph before the study is touched
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise BadInput(f"--out {out}: cannot make the folder ({error.strerror})") from None
     if storage is None:
-        storage = open_storage(storage_url)
+        storage = open_storage(storage_url, create=True)
     study = create_or_continue(storage, name, settings)
     issued = issue_trials(study, args.trials, by="sweep", evaluate=evaluate)
     if args.jobs == 1:
@@ -110,16 +125,19 @@ def _sweep(args: argparse.Namespace) -> int:
     n_trials = len(completed_trials(study))
     cache = study_cache_stats(study)
     if args.json:
-        result = {"study": name, "storage": storage_url, "trials": n_trials, "front": rows}
-        result |= {"cache": cache, "vela": vela_points(study)}
+        shown = shown_url(storage_url)  # the password masked
+        result = {"study": name, "storage": shown, "trials": n_trials, "front": rows}
+        vela = vela_points(study)
+        result |= {"cache": cache, "vela": vela, "vela_matched": count_matched(rows, vela)}
         print(json.dumps(result, indent=2))
         return 0
     print(f"Pareto front of {name} ({n_trials} trials, {len(rows)} on the front):")
     print(format_front(rows) if rows else "(no feasible point yet: raise --sram-max)")
     if describe(cache):
         print(f"cache: {describe(cache)}")
-    if args.baseline == "vela":
-        print(format_vela(vela_points(study)))
-    print(f"study: {name} in {storage_url}")
-    print(f"report: dse report --storage {storage_url} --study {name}")
+    vela = vela_points(study)
+    if vela:  # this run's baseline or an earlier one's
+        print(format_vela(vela, rows))
+    print(f"study: {name} in {shown_url(storage_url)}")
+    print(f"report: dse report --storage {shown_url(storage_url)} --study {name}")
     return 0

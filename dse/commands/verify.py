@@ -36,7 +36,7 @@ def _table(model: str, result: Verification) -> str:
         + f"of {schedule['stripes']} stripes"
         + f", SRAM used {format_size(schedule['sram_used_bytes'])}",
         f"{data['npu_functions']} NPU function(s); host ops on litert: "
-        f"{', '.join(host) if host else 'none'}",
+        f"{', '.join(host) if host else 'none'}; litert kernels: {data['litert_kernels']}",
     ]
     lines.append(
         f"{'output':<8} {'shape':<20} {'schedule vs reference':>22} "

@@ -18,7 +18,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _work(args: argparse.Namespace) -> int:
-    study = load_study(open_storage(args.storage), args.study)
+    study = load_study(open_storage(args.storage, create=False), args.study)
     evaluate = make_evaluator(load_settings(study))  # checks the model before touching the study
     issued = issue_trials(study, args.trials, by="worker") if args.trials else 0
     done = run_trials(study, evaluate, issued, progress=sys.stderr.isatty())

@@ -19,6 +19,7 @@ from test_vela_tflite import three_functions, two_functions
 from cascader.artifact.run import firmware_runner
 from cascader.core.options import CascaderOptions
 from cascader.point import PointConfig
+from cascader.testing.architectures import unet
 from cascader.testing.networks import CATALOGUE
 from cascader.testing.shared import shared_dir
 from cascader.verify.point import verify_point
@@ -103,6 +104,25 @@ def test_dse_simulate_runs_our_file(capsys: pytest.CaptureFixture[str], compiled
     data = json.loads(out)
     assert data["max_abs_diff"]["simulated_vs_litert"] <= 1 and data["findings"] == []
     assert data["ethos_u_ops"] == 1 and data["npu_ops"] > 0 and data["samples"] == 2
+
+
+def test_dse_simulate_checks_a_unet_against_litert_reference_kernels(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Our U-Net file (issue 20) on the simulator equals LiteRT's reference kernels, which
+    `dse simulate` compares a file of only ethos-u operators with: the built-in ones round
+    TRANSPOSE_CONV's negative ties up, 5 steps at this U-Net's output (`tests/dse`)."""
+    model = tmp_path / "unet_32.tflite"
+    model.write_bytes(unet(size=32).build())
+    build = tmp_path / "build"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["compile", "--model", str(model), "--sram", "1MiB", "-o", str(build)]) == 0
+    code, out, err = _simulate(capsys, "--model", str(build / "unet_32_dse.tflite"),
+                               "--reference", str(model), "--json")  # fmt: skip
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["litert_kernels"] == "reference" and data["findings"] == []
+    assert data["max_abs_diff"]["simulated_vs_litert"] == 0
 
 
 def test_dse_verify_reports_the_command_streams(capsys: pytest.CaptureFixture[str]) -> None:

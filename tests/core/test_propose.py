@@ -79,7 +79,7 @@ def test_bad_options(graph_file, option, message):
 
 
 def test_bad_graph_files(tmp_path):
-    with pytest.raises(BadInput, match="bad graph"):
+    with pytest.raises(BadInput, match="not found"):
         propose.run(_args(tmp_path / "none.json"))
     (tmp_path / "x.json").write_text('{"format": "cascader-graph", "version": 2}')
     with pytest.raises(BadInput, match="version"):

@@ -49,7 +49,8 @@ def test_estimate_json_is_the_design_object(capsys: pytest.CaptureFixture[str]) 
     assert data["npu_ops"] == len(data["ops"]) == 67
     assert data["host_ops"] == []
     assert data["inference_time_s"] == pytest.approx(data["total_cycles"] / 500e6)
-    assert {"name", "kind", "stripes", "cycles", "macs", "bytes"} <= set(data["ops"][0])
+    op_keys = {"name", "tflite_index", "tflite_op", "kind", "stripes", "cycles", "macs", "bytes"}
+    assert set(data["ops"][0]) == op_keys  # names: tests/flow/test_tflite_names.py
 
 
 def test_cascader_and_striping_change_the_schedule(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,35 +1,98 @@
-"""`dse sweep --baseline vela` and `dse report`: Vela's points stored in the study, plots and
-a self-contained page, cache counts."""
+"""`dse sweep --baseline vela` and `dse report`: Vela's points stored in the study and matched
+by the front, the plots and the self-contained page (rendered in a real browser), the memory
+timeline against the point's SRAM, cache counts, and the study in optuna-dashboard."""
 
 from __future__ import annotations
 
 import contextlib
+import html
 import io
+import itertools
 import json
 import re
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
+import numpy as np
 import optuna
 import pytest
+from PIL import Image
 
+from cascader.testing.shared import shared_dir
+from dse.cascade_map import Cascade, CascadeLayer, cascade_rows
 from dse.cli import main
-from dse.vela_points import VELA_ATTR
+from dse.evaluators import model_session
+from dse.front import front_progress, pareto_front
+from dse.plots.figure import size_label, size_ticks
+from dse.point_view import point_view
+from dse.study import load_settings
+from dse.vela_points import VELA_ATTR, count_matched
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+FIGURES = ("front", "layers", "memory", "convergence")
+
+
+def _sweep(out: Path, model: Path, trials: int, *flags: str) -> tuple[str, dict]:
+    """A `--baseline vela` study "s" of `model` in `out`: its storage URL and the JSON."""
+    argv = ["sweep", "--model", str(model), "--trials", str(trials), "--study", "s"]
+    argv += ["--out", str(out), "--baseline", "vela", "--json", *flags]
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(argv) == 0
+    return f"sqlite:///{out / 'study.db'}", json.loads(buf.getvalue())
+
+
+def _report(storage: str, out: Path, *flags: str) -> Path:
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert (
+            main(["report", "--storage", storage, "--study", "s", "--out", str(out), *flags]) == 0
+        )
+    return out
 
 
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict]:
     out = tmp_path_factory.mktemp("report")
-    capture = out / "sweep.json"
-    argv = ["sweep", "--model", str(EXAMPLE), "--trials", "6", "--study", "s", "--out", str(out)]
-    argv += ["--sram-min", "96KiB", "--sram-max", "512KiB", "--baseline", "vela", "--json"]
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        assert main(argv) == 0
-    capture.write_text(buf.getvalue())
-    return f"sqlite:///{out / 'study.db'}", json.loads(buf.getvalue())
+    return _sweep(out, EXAMPLE, 6, "--sram-min", "96KiB", "--sram-max", "512KiB")
+
+
+@pytest.fixture(scope="module")
+def reported(swept: tuple[str, dict], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The report of trial 0 (a seed: it always completes) with an SRAM and a latency budget."""
+    flags = ("--trial", "0", "--budget-sram", "128KiB", "--budget-cycles", "400000")
+    return _report(swept[0], tmp_path_factory.mktemp("report") / "out", *flags)
+
+
+def _check_peaks(storage: str, trials: list[optuna.trial.FrozenTrial]) -> None:
+    """The memory timeline of each trial peaks at the SRAM its trial recorded."""
+    settings = load_settings(optuna.load_study(study_name="s", storage=storage))
+    session = model_session(settings)
+    for trial in trials:
+        view = point_view(settings, trial, session)
+        assert view.timeline.peak == trial.user_attrs["metrics"]["sram_used_bytes"]
+        assert view.timeline.peak <= view.timeline.pool
+
+
+def _check_report_files(out: Path) -> str:
+    """Every figure as PNG and SVG, each embedded once in a page that fetches nothing; the
+    page's text."""
+    for name in FIGURES:
+        assert (out / f"{name}.png").read_bytes().startswith(PNG_MAGIC), name
+        assert "<svg" in (out / f"{name}.svg").read_text(), name
+    page = (out / "report.html").read_text()
+    pngs = sorted(p.stem for p in out.glob("*.png"))
+    assert page.count("src='data:image/png;base64,") == len(pngs)
+    assert all(f"id='{name}'" in page for name in pngs)
+    assert not re.search(r"(src|href)=['\"]?(https?:)?//", page), "the page must not fetch"
+    assert "the rebuilt schedule" not in (out / "summary.md").read_text()
+    return page
 
 
 def test_baseline_stores_vela_at_front_budgets_and_the_ladder(swept: tuple[str, dict]) -> None:
@@ -41,7 +104,36 @@ def test_baseline_stores_vela_at_front_budgets_and_the_ladder(swept: tuple[str, 
     for point in result["front"]:
         assert -(-point["sram_used_bytes"] // 16) * 16 in budgets
     assert all(r["core"] == "regor" and r["cycles_total"] > 0 for r in rows)
-    assert result["vela"] == sorted(rows, key=lambda r: r["arena_cache_size"])
+    assert [r["optimise"] for r in rows].count("Size") == 1
+    # Performance points by arena cache size, then the Size point (its own arena size).
+    order = sorted(rows, key=lambda r: (r["optimise"] == "Size", r["arena_cache_size"] or 0))
+    assert result["vela"] == order
+    assert result["vela_matched"] == count_matched(result["front"], rows)
+
+
+def test_sweep_prints_the_vela_points_the_front_matches_and_progress_names_the_front(
+    swept: tuple[str, dict], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    storage, result = swept
+    with (
+        sqlite3.connect(storage.removeprefix("sqlite:///")) as source,
+        sqlite3.connect(tmp_path / "study.db") as copy,
+    ):
+        source.backup(copy)  # the study as a reader sees it (SQLite may hold part in its WAL)
+    argv = ["sweep", "--model", str(EXAMPLE), "--trials", "1", "--study", "s"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0  # continues the copy, prints text
+    printed = capsys.readouterr().out
+    found = re.search(r"the front matches (\d+) of Vela.s (\d+) points", printed)
+    assert found is not None and int(found[2]) == len(result["vela"]), printed
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'study.db'}")
+    front = pareto_front(study)
+    rows = [t.user_attrs["metrics"] for t in front]
+    assert int(found[1]) == count_matched(rows, result["vela"])
+    fastest = min(rows, key=lambda m: m["total_cycles"])
+    progress = front_progress(front)
+    assert progress.startswith(
+        f"front {len(front)}, fastest {round(fastest['total_cycles']):,} cycles"
+    )
 
 
 def test_cache_counts_are_stored_and_reported(swept: tuple[str, dict]) -> None:
@@ -57,23 +149,71 @@ def test_cache_counts_are_stored_and_reported(swept: tuple[str, dict]) -> None:
 
 
 def test_report_writes_self_contained_page_plots_and_summary(
-    swept: tuple[str, dict], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    swept: tuple[str, dict], reported: Path
 ) -> None:
-    storage, result = swept
-    out = tmp_path / "report"
-    assert main(["report", "--storage", storage, "--study", "s", "--out", str(out)]) == 0
-    assert "report.html" in capsys.readouterr().out
-    for name in ("front", "layers", "importances"):
-        assert (out / f"{name}.png").read_bytes().startswith(PNG_MAGIC)
-        assert "<svg" in (out / f"{name}.svg").read_text()
-    page = (out / "report.html").read_text()
-    assert page.count("src='data:image/png;base64,") == 3
-    assert not re.search(r"(src|href)=['\"]?(https?:)?//", page), "the page must not fetch"
-    summary = (out / "summary.md").read_text()
-    assert "## Pareto front" in summary and "## Vela 5.2 at the same budgets" in summary
+    _, result = swept
+    assert "The chosen point: trial 0" in _check_report_files(reported)
+    summary = (reported / "summary.md").read_text()
+    for heading in ("Pareto front", "Vela 5.2 at the same budgets", "The chosen point: trial 0"):
+        assert f"## {heading}" in summary
     assert "scored points " in summary and "proposals " in summary
+    assert re.search(r"matched (Vela's \d+ points at trial \d+|\d+ of Vela's \d+ points)", summary)
+    assert "| cascade | layer | operator |" in summary and "SRAM peaks at" in summary
     for point in result["front"]:
         assert f"{point['trial']:>5}" in summary
+
+
+def test_memory_timeline_peaks_at_the_sram_each_front_point_uses(swept: tuple[str, dict]) -> None:
+    storage, _ = swept
+    study = optuna.load_study(study_name="s", storage=storage)
+    _check_peaks(storage, pareto_front(study))
+
+
+def test_report_of_a_shared_model_names_its_layers_as_the_model_does(tmp_path: Path) -> None:
+    model = (shared_dir() or Path("/absent")) / "models" / "kws_dscnn.tflite"
+    if not model.is_file():
+        pytest.skip(f"shared model {model} not present")
+    storage, result = _sweep(tmp_path, model, 4)
+    page = _check_report_files(_report(storage, tmp_path / "report"))
+    assert "StatefulPartitionedCall_1:0" in page and "SOFTMAX #11" in page  # the output layer
+    assert "CONV_2D #0" in page
+    study = optuna.load_study(study_name="s", storage=storage)
+    _check_peaks(storage, pareto_front(study))
+    assert result["vela"] and result["vela_matched"] == count_matched(
+        result["front"], result["vela"]
+    )
+
+
+def test_cascade_map_rows_join_the_plans_of_one_decomposed_layer() -> None:
+    def layer(name: str, stripes: int, buffer_bytes: int) -> CascadeLayer:
+        return CascadeLayer(
+            name, f"{name.upper()} #0", 1, stripes, "whole tensor (sram)", buffer_bytes
+        )
+
+    cascades = [
+        Cascade(0, (layer("conv", 4, 2048), layer("pool", 2, 64))),
+        Cascade(1, (layer("softmax", 1, 64),)),
+        Cascade(2, (layer("softmax", 1, 16),)),
+        Cascade(3, (layer("fc", 1, 16),)),
+    ]
+    assert [row[:5] + row[6:] for row in cascade_rows(cascades)] == [
+        ("1 (2 layers)", "conv", "CONV #0", "1", "4", "2.0 KiB"),
+        ("", "pool", "POOL #0", "1", "2", "64 B"),
+        ("2-3", "softmax", "SOFTMAX #0", "2", "2", "16 B"),
+        ("4", "fc", "FC #0", "1", "1", "16 B"),
+    ]
+
+
+@pytest.mark.parametrize("low, high", [(13.5, 25.6), (90, 210), (14, 4500), (40, 100)])
+def test_sram_ticks_span_the_whole_range_in_kib(low: float, high: float) -> None:
+    ticks = size_ticks(low * 1024, high * 1024)
+    assert 5 <= len(ticks) <= 10 and ticks == sorted(ticks)
+    assert all(low * 1024 <= t <= high * 1024 for t in ticks)
+    # No stretch of the log axis without a tick: neighbours at most a factor 2.2 apart, the
+    # ends within that of the range's.
+    edges = [low * 1024, *ticks, high * 1024]
+    assert max(b / a for a, b in itertools.pairwise(edges)) <= 2.2
+    assert all(size_label(t).endswith(("KiB", "MiB")) for t in ticks)
 
 
 def test_report_on_a_graph_study_with_few_trials_skips_what_it_cannot_draw(
@@ -87,21 +227,106 @@ def test_report_on_a_graph_study_with_few_trials_skips_what_it_cannot_draw(
     out = tmp_path / "report"
     assert main(["report", "--storage", storage, "--study", "g", "--out", str(out)]) == 0
     assert sorted(p.name for p in out.iterdir()) == [
+        "convergence.png",
+        "convergence.svg",
         "front.png",
         "front.svg",
         "report.html",
         "summary.md",
     ]
+    assert "a graph study has no schedule to draw" in (out / "summary.md").read_text()
 
 
-def test_report_draws_the_layers_of_the_trial_asked_for(
+def test_report_refuses_a_trial_the_study_lacks(
     swept: tuple[str, dict], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     storage, _ = swept
     argv = ["report", "--storage", storage, "--study", "s", "--out", str(tmp_path)]
-    assert main([*argv, "--trial", "0"]) == 0
-    assert "trial 0" in (tmp_path / "report.html").read_text()
-    capsys.readouterr()
     assert main([*argv, "--trial", "99"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no completed trial 99" in err[0]
+
+
+# Appended to a copy of the page: records, once the page has loaded, how many images it has
+# and which did not decode.
+_IMAGE_CHECK = """<script>
+window.addEventListener("load", () => {
+  const images = [...document.images];
+  const broken = images.filter((i) => !(i.complete && i.naturalWidth > 0)).map((i) => i.alt);
+  const out = document.createElement("pre");
+  out.id = "image-check";
+  out.textContent = JSON.stringify({images: images.length, broken: broken});
+  document.body.appendChild(out);
+});
+</script></body>"""
+
+
+def _chromium(*args: str, profile: Path) -> str:
+    exe = shutil.which("chromium")
+    if exe is None:
+        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars"]
+    flags += [f"--user-data-dir={profile}", "--virtual-time-budget=10000"]
+    done = subprocess.run(
+        [exe, *flags, *args], capture_output=True, text=True, timeout=120, check=True
+    )
+    return done.stdout
+
+
+def test_the_page_renders_in_headless_chromium(reported: Path, tmp_path: Path) -> None:
+    checked = tmp_path / "checked.html"
+    checked.write_text((reported / "report.html").read_text().replace("</body>", _IMAGE_CHECK))
+    dom = _chromium("--dump-dom", checked.as_uri(), profile=tmp_path / "profile")
+    found = re.search(r"<pre id=\"image-check\">(.*?)</pre>", dom, re.S)
+    assert found is not None, "the page did not finish loading"
+    check = json.loads(html.unescape(found[1]))
+    assert check == {"images": len(list(reported.glob("*.png"))), "broken": []}
+    shot = tmp_path / "page.png"
+    page = (reported / "report.html").as_uri()
+    _chromium(f"--screenshot={shot}", "--window-size=1280,2000", page, profile=tmp_path / "p2")
+    with Image.open(shot) as image:
+        grey = np.asarray(image.convert("L"))
+    assert grey.shape == (2000, 1280)
+    assert (grey < 200).mean() > 0.02 and grey.std() > 20, "the screenshot is blank"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.load(response)
+
+
+def test_optuna_dashboard_lists_the_study_with_its_metric_names(swept: tuple[str, dict]) -> None:
+    storage, _ = swept
+    exe = Path(sys.executable).with_name("optuna-dashboard")
+    port = _free_port()
+    argv = [str(exe), storage, "--host", "127.0.0.1", "--port", str(port), "--quiet"]
+    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        base = f"http://127.0.0.1:{port}/api/studies"
+        deadline = time.monotonic() + 60
+        while True:
+            assert server.poll() is None, server.stderr.read().decode()
+            try:
+                studies = _get(base)["study_summaries"]
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "optuna-dashboard did not answer"
+                time.sleep(0.3)
+        (study,) = [s for s in studies if s["study_name"] == "s"]
+        assert study["directions"] == ["minimize", "minimize"]
+        detail = _get(f"{base}/{study['study_id']}")
+        assert detail["objective_names"] == ["cycles", "sram_bytes"]
+        assert len(detail["trials"]) >= 6
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()

@@ -8,10 +8,16 @@ import json
 from pathlib import Path
 
 import pytest
+from sessions import session
 
+from cascader.point import PointConfig
+from cascader.testing.architectures import unet
 from cascader.testing.networks import CATALOGUE, host_op
 from cascader.testing.tflite_builder import ModelBuilder
+from cascader.verify.point import verify_point
+from cascader.verify.reference_kernels import reference_kernel_outputs
 from dse.cli import main
+from dse.commands.verify import _problem
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 
@@ -193,3 +199,44 @@ def test_a_missing_model_or_config_exits_2(
     code, out = _verify(capsys, EXAMPLE, "--config", str(tmp_path / "cfg.json"))
     assert (code, len(out.strip().splitlines())) == (2, 1)
     assert "config" in out
+
+
+@pytest.fixture(scope="module")
+def small_unet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("models") / "unet_32.tflite"
+    path.write_bytes(unet(size=32).build())
+    return path
+
+
+def test_a_unet_verifies_bit_for_bit_against_litert_reference_kernels(
+    capsys: pytest.CaptureFixture[str], small_unet: Path
+) -> None:
+    """The U-Net of issue 20: LiteRT's built-in TRANSPOSE_CONV rounds a negative tie up, the
+    NPU (and LiteRT's reference kernels) away from zero; through the decoder's convolutions
+    that one step grows to 5 at the output. A model entirely on the NPU is checked against
+    the reference kernels, and our reference, schedule and command streams equal them."""
+    code, out = _verify(capsys, small_unet, "--sram", "1MiB", "--json")
+    assert code == 0, out
+    data = json.loads(out)
+    assert data["litert_kernels"] == "reference"
+    assert data["max_abs_diff"] == EXACT
+
+
+def test_verify_against_built_in_kernels_names_the_output_and_the_steps(
+    small_unet: Path,
+) -> None:
+    """Checked against the built-in kernels the same U-Net fails, and the one line `dse
+    verify` prints says which output and by how much."""
+    found = session(small_unet, "ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
+    result = verify_point(found, PointConfig(1 << 20, None), kernels="builtin")
+    assert result.litert_kernels == "builtin"
+    assert result.max_abs_diff()["schedule_vs_reference"] == 0
+    problem = _problem(result)
+    assert problem.startswith("output 0: the reference is 5 steps from LiteRT (tolerance 1;")
+    assert "\n" not in problem
+
+
+def test_reference_kernels_that_fail_give_none() -> None:
+    """A model the reference kernels cannot run (here: not a model) fails in the child, not
+    in the caller; `verify_point` then compares with the built-in kernels."""
+    assert reference_kernel_outputs(b"not a flatbuffer", [[]]) is None

@@ -1,0 +1,1 @@
+"""The report's figures, each written as PNG and SVG."""
