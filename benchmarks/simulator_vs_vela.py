@@ -23,8 +23,6 @@ Writes benchmarks/simulator_vs_vela.md. Usage:
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import os
 import pickle
 import platform
@@ -45,7 +43,9 @@ from cascader.simulator import VelaModel, run_vela_tflite
 from cascader.simulator.commands import decode_commands
 from cascader.simulator.payload import parse_payload, replace_stream
 from cascader.testing.networks import CATALOGUE
+from cascader.testing.quiet import silenced
 from cascader.testing.shared import shared_dir
+from cascader.verify.reference_kernels import reference_kernel_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_MODELS = (
@@ -87,27 +87,6 @@ SHARED_TARGETS = (
 
 
 # ------------------------------------------------------------------------------ tools
-@contextlib.contextmanager
-def silenced():
-    """Vela's C++ core prints its summary from C: silence file descriptors 1 and 2 too."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 1)
-    os.dup2(null, 2)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            yield
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for fd in (null, *saved):
-            os.close(fd)
-
-
 def in_child(function: Callable, *args: object) -> tuple[bool, object]:
     """(True, result) of `function(*args)` run in a forked child, or (False, why) when it
     raises or dies. Forked from this process, the child starts with Vela and LiteRT already
@@ -169,31 +148,6 @@ def litert_builtin(model: bytes, inputs: list[np.ndarray]) -> tuple[list[np.ndar
     interpreter.invoke()
     seconds = time.perf_counter() - started
     return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()], seconds
-
-
-def _reference(model: bytes, samples: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
-    interpreter = Interpreter(
-        model_content=model, experimental_op_resolver_type=OpResolverType.BUILTIN_REF
-    )
-    interpreter.allocate_tensors()
-    outputs = []
-    for inputs in samples:
-        for detail, value in zip(interpreter.get_input_details(), inputs, strict=True):
-            interpreter.set_tensor(detail["index"], value)
-        interpreter.invoke()
-        outputs.append(
-            [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
-        )
-    return outputs
-
-
-def litert_reference(
-    model: bytes, samples: list[list[np.ndarray]]
-) -> list[list[np.ndarray]] | None:
-    """Outputs of LiteRT's reference kernels per sample, None when they abort (they run in
-    a forked child, since they abort the process on some models)."""
-    ok, outcome = in_child(_reference, model, samples)
-    return outcome if ok else None  # type: ignore[return-value]
 
 
 def random_inputs(model: VelaModel, rng: np.random.Generator) -> list[np.ndarray]:
@@ -328,7 +282,7 @@ def run_case(name: str, model: bytes, target: Target, work: Path, samples_count:
             row.note = "built-in vs reference kernels first differ at " + first_divergence(
                 model, inputs
             )
-    reference = litert_reference(model, samples)
+    reference = reference_kernel_outputs(model, samples)
     for simulated, wanted in zip(outputs, reference or [], strict=False):
         for got, want in zip(simulated, wanted, strict=True):
             refs.append(np.abs(got.astype(np.int64) - want.astype(np.int64)).ravel())

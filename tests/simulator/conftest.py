@@ -3,40 +3,16 @@ with its console output silenced, C++ core included) and LiteRT's built-in kerne
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from ethosu.vela import vela
 
+from cascader.testing.quiet import silenced
 from cascader.testing.shared import shared_dir
-
-
-@contextlib.contextmanager
-def _silenced() -> Iterator[None]:
-    """Vela's C++ core prints from C: file descriptors 1 and 2 go to the null device."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 1)
-    os.dup2(null, 2)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            yield
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for fd in (null, *saved):
-            os.close(fd)
-
 
 Compile = Callable[..., bytes]
 
@@ -63,7 +39,7 @@ def vela_compile(tmp_path_factory: pytest.TempPathFactory) -> Compile:
                 child = subprocess.run(command, capture_output=True, text=True)
                 assert child.returncode == 0, child.stdout + child.stderr
             else:
-                with _silenced():
+                with silenced():
                     assert vela.main(argv) == 0, f"Vela failed on {accelerator}"
             cache[key] = (work / "model_vela.tflite").read_bytes()
         return cache[key]

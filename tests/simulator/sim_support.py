@@ -4,24 +4,16 @@ edits of a command stream for fault injection."""
 from __future__ import annotations
 
 import numpy as np
-from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
 from cascader.simulator import VelaModel
 from cascader.simulator.commands import Command, decode_commands
 from cascader.simulator.payload import parse_payload, replace_stream
+from cascader.verify.litert import litert_outputs
 
 
 def litert(model: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """LiteRT's built-in kernels (no XNNPACK delegate) on the original model."""
-    interpreter = Interpreter(
-        model_content=model,
-        experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
-    )
-    interpreter.allocate_tensors()
-    for detail, value in zip(interpreter.get_input_details(), inputs, strict=True):
-        interpreter.set_tensor(detail["index"], value)
-    interpreter.invoke()
-    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+    return litert_outputs(model, inputs, "builtin")
 
 
 def random_inputs(model: VelaModel, seed: int = 0) -> list[np.ndarray]:
