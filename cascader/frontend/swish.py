@@ -16,17 +16,12 @@ from cascader.ir.npu_ops import (
     BinaryElementwise,
     NpuFunction,
     NpuOp,
-    NpuTensor,
     UnaryElementwise,
+    feature_inputs,
 )
 from cascader.reference.elementwise import binary_elementwise
 
 _ALL_INT8 = np.arange(-128, 128, dtype=np.int64)
-
-
-def _reads(op: NpuOp) -> tuple[NpuTensor, ...]:
-    slots = (op.ifm, op.ifm2) if isinstance(op, BinaryElementwise) else (op.ifm,)
-    return tuple(t for t in slots if t is not None)
 
 
 def _is_sigmoid(op: NpuOp) -> bool:
@@ -68,7 +63,7 @@ def _swish_table(sigmoid: UnaryElementwise, mul: BinaryElementwise, x_first: boo
 def fold_swish(function: NpuFunction) -> NpuFunction:
     """The function with each sigmoid whose only reader is a MUL by the sigmoid's own input
     replaced, together with that MUL, by one LUT op named as the MUL."""
-    readers = Counter(t.name for op in function.ops for t in _reads(op))
+    readers = Counter(t.name for op in function.ops for t in feature_inputs(op))
     readers.update(function.outputs)
     producer = {op.ofm.name: op for op in function.ops}
     folded: dict[str, UnaryElementwise] = {}  # MUL name -> its replacement

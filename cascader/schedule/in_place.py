@@ -10,11 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from cascader.ir.npu_ops import BinaryElementwise, Identity, NpuFunction, NpuOp, NpuTensor
-
-
-def _inputs(op: NpuOp) -> tuple[NpuTensor, ...]:
-    return (op.ifm, op.ifm2) if isinstance(op, BinaryElementwise) else (op.ifm,)
+from cascader.ir.npu_ops import Identity, NpuFunction, NpuOp, feature_inputs
 
 
 def _moves_whole_input(op: NpuOp) -> bool:
@@ -40,7 +36,7 @@ def write_in_place(function: NpuFunction) -> NpuFunction:
     producer_of: list[list[int]] = []  # per op, per input: its producer's index or -1
     readers: dict[int, int] = {}  # op index -> how many reads its output has
     for index, op in enumerate(ops):
-        found = [latest.get(t.name, -1) for t in _inputs(op)]
+        found = [latest.get(t.name, -1) for t in feature_inputs(op)]
         producer_of.append(found)
         for p in found:
             readers[p] = readers.get(p, 0) + 1
