@@ -33,16 +33,15 @@ import contextlib
 import csv
 import io
 import json
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import ethosu.vela
 import optuna
 
 from cascader.ethosu.perf import evaluate
+from cascader.ethosu.vela_baseline import run_vela
 from cascader.ethosu.vela_schedule import vela_scheduled_ops
 from cascader.testing.architectures import ARCHITECTURES, build_cached
 from cascader.testing.shared import shared_dir
@@ -59,7 +58,6 @@ FLOOR_MODEL = "mobilenet_v2_100_224"
 # ad_autoencoder's 768 B schedules (U55) that beat Vela's.
 SRAM_MIN = "256B"
 ARCHITECTURE_BASELINES = Path(__file__).resolve().parent / "vela_architectures_5.2.0.csv"
-VELA_INI = Path(ethosu.vela.__file__).resolve().parent.parent / "config_files" / "Arm" / "vela.ini"
 
 
 def vela_rows(csv_path: Path, model: str, config: tuple[str, str, str]) -> list[dict]:
@@ -116,17 +114,12 @@ def sweep_front(
 
 
 def vela_seconds(model: Path, config: tuple[str, str, str]) -> float:
-    """Wall-clock of one `vela` run (regor, --optimise Performance) of the model, timed in
-    this run so that it and the sweep share the machine's load."""
-    accelerator, system_config, memory_mode = config
-    with tempfile.TemporaryDirectory(prefix="dse-quality-vela-") as out:
-        vela = Path(sys.executable).with_name("vela")
-        argv = [str(vela), str(model), "--config", str(VELA_INI),
-                "--accelerator-config", accelerator, "--system-config", system_config,
-                "--memory-mode", memory_mode, "--output-dir", out]  # fmt: skip
-        start = time.perf_counter()
-        subprocess.run(argv, check=True, capture_output=True)
-        return time.perf_counter() - start
+    """Wall-clock of one in-process Vela compile (C++ core, --optimise Performance) of the
+    model, as benchmarks/bench_dse.py times it, in this run so that it and the sweep share
+    the machine's load."""
+    start = time.perf_counter()
+    run_vela(model, *config)
+    return time.perf_counter() - start
 
 
 def matched(front: list[tuple[int, float]], row: dict) -> bool:

@@ -150,7 +150,7 @@ def layer_by_layer_schedule(
             if home_of(r) == memory.roles["cascade"]
         )
 
-    pinned = _pinned_io(net)
+    pinned = [{builder.root(t.id) for t in f if not t.is_constant} for f in _pinned_io(net)]
     order = [part for part in reversed(graph.parts) if not part.in_line]
     live = _live_roots(net, order)
     plans = []
@@ -160,8 +160,7 @@ def layer_by_layer_schedule(
         op = net.ops[part.id]
         if net.function_of[part.id] != function:  # a function's first op follows no NPU op
             slack, function = 0.0, net.function_of[part.id]
-        others = {builder.root(t.id) for t in pinned[function] if not t.is_constant}
-        free = memory.sram_bytes - sram_bytes(roots | others)
+        free = memory.sram_bytes - sram_bytes(roots | pinned[function])
         in_place = reads_weights_in_place(op, memory, encoded_size, part.id, free)
         areas = (home_of(part.inputs[0].id), home_of(part.output.id), memory.roles["cascade"])
         block = whole_op_block(memory, op, areas)
