@@ -129,4 +129,8 @@ class Session:
         sram_used, report = scored
         model = (self.model_name, self.front.sha256, self.front.host_ops)
         estimate = Estimate.of_report(model, memory, options, sram_used, report, self.front.origins)
+        if chosen is not None:
+            estimate = replace(
+                estimate, proposals=len(chosen.proposals), chosen_index=chosen.chosen_index
+            )
         return estimate, point, compiled

@@ -120,7 +120,8 @@ class Estimate:
     host_ops: tuple[str, ...] = ()
     ops: tuple[OpEstimate, ...] = ()
     unscheduled: str | None = None
-    # The cascader's own run of a graph: its proposal count, the one chosen, its seconds.
+    # The cascader's run: its proposal count and the one chosen (index 0: the smallest, so
+    # no smaller schedule of these options exists); for a graph, also its seconds.
     proposals: int | None = None
     chosen_index: int | None = None
     cascader_seconds: float | None = None
@@ -195,8 +196,9 @@ class Estimate:
                 ops=[op.to_json() for op in self.ops],
             )
         if self.proposals is not None:
-            data.update(proposals=self.proposals, chosen_index=self.chosen_index,
-                        cascader_seconds=self.cascader_seconds)  # fmt: skip
+            data.update(proposals=self.proposals, chosen_index=self.chosen_index)
+        if self.cascader_seconds is not None:
+            data["cascader_seconds"] = self.cascader_seconds
         if self.source is not None:
             data.update(source=self.source, scored_by=self.scored_by)
         return data

@@ -46,23 +46,26 @@ def space_of(settings: StudySettings) -> SearchSpace:
     )
 
 
-def floor_seeds(space: SearchSpace, evaluate: Evaluator, count: int) -> list[dict]:
+def floor_seeds(
+    space: SearchSpace, evaluate: Evaluator, count: int
+) -> tuple[list[dict], list[int | None]]:
     """The first `count` seed kinds, each at the smallest pool its schedules fit in: probed
     at the lowest pool, where a point that does not fit still reports what its smallest
     schedule needs (the probes are evaluations too, and count in the cache statistics). The
     low end of a front then comes from a few exact trials instead of the sampler's luck
-    (random pools rarely land just above a floor)."""
-    seeds = []
+    (random pools rarely land just above a floor). Also returns each probed kind's floor
+    (None: not probed, or no schedule), for the spine seeds (SearchSpace.seed_points)."""
+    seeds: list[dict] = []
+    floors: list[int | None] = []
     for kind in space.seed_kinds()[:count]:
         probe = evaluate(replace(kind, sram_pool_bytes=space.low))
         after_evaluation()
         need = probe.sram_used_bytes
-        if need is None:
-            continue
-        pool = space.low if probe.fits else align(need)
-        if pool <= space.high:
+        pool = None if need is None else space.low if probe.fits else align(need)
+        floors.append(pool)
+        if pool is not None and pool <= space.high:
             seeds.append(space.params_of(replace(kind, sram_pool_bytes=pool)))
-    return seeds
+    return seeds, floors
 
 
 def issue_trials(
@@ -76,8 +79,8 @@ def issue_trials(
     if settings.sampler == "grid":
         return issue(study, n_trials, space.grid_points(), by)
     count = n_trials // SEED_SHARE if not study.trials else 0
-    seeds = floor_seeds(space, evaluate, count) if evaluate is not None else []
-    seeds += [p for p in space.seed_points(count - len(seeds)) if p not in seeds]
+    seeds, floors = floor_seeds(space, evaluate, count) if evaluate is not None else ([], [])
+    seeds += [p for p in space.seed_points(count - len(seeds), floors) if p not in seeds]
     return issue(study, n_trials, None, by, seeds)
 
 

@@ -50,20 +50,24 @@ def steps(
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """The trial's parameters with the largest aligned pool below the SRAM it used (the next
     smaller schedule of its options) and with a pool STEP_UP above it (a faster one); None
-    for a point without cascader proposals to step through, or a pool outside the space.
+    for a point without cascader proposals to step through, a step down from its options'
+    smallest proposal (it would only find that one again), or a pool outside the space.
     A step trial whose pool was more than it used found no new schedule there, so its step
     up goes twice as far past what it used: sparse proposals (a multi-dimensional floor
     whose next proposal is 40% bigger) are reached in a few doublings, not dozens of steps."""
     if not trial.params.get("enable_cascader", True):
         return None, None
-    used = trial.user_attrs["metrics"]["sram_used_bytes"]
-    down = (used - 1) // SRAM_ALIGN
+    metrics = trial.user_attrs["metrics"]
+    used = metrics["sram_used_bytes"]
+    # A point on its options' first proposal has no smaller schedule to step down to.
+    down = (used - 1) // SRAM_ALIGN if metrics.get("chosen_index") != 0 else None
     target = used * (1 + STEP_UP)
     if STEP_OF in trial.system_attrs:
         target = max(target, used + 2 * (trial.params[POOL] * SRAM_ALIGN - used))
     up = -(-round(target) // SRAM_ALIGN)
     return tuple(
-        {**trial.params, POOL: u} if low_units <= u <= high_units else None for u in (down, up)
+        {**trial.params, POOL: u} if u is not None and low_units <= u <= high_units else None
+        for u in (down, up)
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 
 import optuna
@@ -135,17 +136,17 @@ class SearchSpace:
         )
         return point if enabled else DesignPoint(point.sram_pool_bytes, enable_cascader=False)
 
-    def sram_ladder(self, steps_per_octave: int = 2) -> list[int]:
-        """Aligned pool sizes spaced evenly in log scale, both ends included (grid and baseline)."""
-        octaves = math.log2(self.high / self.low) if self.high > self.low else 0.0
+    def sram_ladder(self, steps_per_octave: int = 2, low: int | None = None) -> list[int]:
+        """Aligned pool sizes spaced evenly in log scale from `low` (default: the space's
+        low end) to the high end, both ends included (grid, baseline and seed spine)."""
+        low = self.low if low is None else min(max(low, self.low), self.high)
+        octaves = math.log2(self.high / low) if self.high > low else 0.0
         count = max(1, math.ceil(octaves * steps_per_octave)) + 1
         sizes = {
-            align_down(round(self.low * 2 ** (octaves * i / (count - 1))))
-            if count > 1
-            else self.low
+            align_down(round(low * 2 ** (octaves * i / (count - 1)))) if count > 1 else low
             for i in range(count)
         }
-        return sorted(s for s in sizes if self.low <= s <= self.high)
+        return sorted(s for s in sizes if low <= s <= self.high)
 
     def params_of(self, point: DesignPoint) -> dict:
         """The trial parameters that make the sampler produce `point`."""
@@ -175,11 +176,16 @@ class SearchSpace:
                 DesignPoint(0, enable_cascader=False), *vela, SMALLEST,
                 DesignPoint(0, always_copy_size=0)]  # fmt: skip
 
-    def seed_points(self, count: int) -> list[dict]:
+    def seed_points(self, count: int, floors: Sequence[int | None] = ()) -> list[dict]:
         """Up to `count` fully fixed trials spread over the pool ladder, neighbours taking
-        different seed kinds: a spine across the whole SRAM range and the main kinds of
-        schedule before the sampler takes over (random start-up trials cluster by chance)."""
-        ladder = self.sram_ladder()
+        different seed kinds: a spine across the SRAM range and the main kinds of schedule
+        before the sampler takes over (random start-up trials cluster by chance). `floors`:
+        the smallest pool each seed kind fits in, where probed (dse.driver.floor_seeds): the
+        spine then starts at the smallest of them, and each pick takes the next kind in turn
+        whose floor is at or below its pool, so no seed is spent on a pool its kind is known
+        not to fit (on a U-Net on U55, five of seven spine seeds were such misfits)."""
+        known = [f for f in floors if f is not None]
+        ladder = self.sram_ladder(low=min(known) if known else None)
         if count <= 0:
             return []
         if count == 1:
@@ -189,10 +195,15 @@ class SearchSpace:
                 {ladder[round(i * (len(ladder) - 1) / (count - 1))] for i in range(count)}
             )
         kinds = self.seed_kinds()
-        return [
-            self.params_of(replace(kinds[i % len(kinds)], sram_pool_bytes=size))
-            for i, size in enumerate(picks)
-        ]
+        seeds = []
+        for i, size in enumerate(picks):
+            turn = [(i + k) % len(kinds) for k in range(len(kinds))]
+            fitting = [
+                j for j in turn if j >= len(floors) or (floors[j] is not None and floors[j] <= size)
+            ]
+            kind = kinds[(fitting or turn)[0]]
+            seeds.append(self.params_of(replace(kind, sram_pool_bytes=size)))
+        return seeds
 
     def grid_points(self) -> list[dict]:
         """A small exhaustive grid: the striping switches x the pool ladder, other options at

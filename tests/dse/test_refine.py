@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import optuna
@@ -11,6 +12,7 @@ from optuna.distributions import CategoricalDistribution, IntDistribution
 
 from dse.cli import main
 from dse.refine import STEP_OF, above_floor, floor_units, near_front, next_step, steps
+from dse.space import SearchSpace
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 
@@ -62,6 +64,17 @@ def test_no_steps_without_the_cascader_or_outside_the_space() -> None:
     assert steps(_trial(1 << 20), low_units=16, high_units=65536) == (down, None)
 
 
+def test_no_step_down_from_the_smallest_proposal() -> None:
+    """A point on its options' first proposal would only find that one again below it."""
+    first = _trial(50_000)
+    first.user_attrs["metrics"]["chosen_index"] = 0
+    down, up = steps(first, low_units=16, high_units=65536)
+    assert down is None and up == steps(_trial(50_000), 16, 65536)[1]
+    second = _trial(50_000)
+    second.user_attrs["metrics"]["chosen_index"] = 1
+    assert steps(second, 16, 65536) == steps(_trial(50_000), 16, 65536)
+
+
 def test_the_largest_gap_of_the_front_is_stepped_into_first() -> None:
     study = optuna.create_study(directions=["minimize", "minimize"])
     # (SRAM, cycles): a wide gap between the first two points, a narrow one after.
@@ -109,6 +122,12 @@ def test_a_sweep_steps_from_front_points_and_runs_exactly_the_trials_asked(
             metrics = trial.user_attrs["metrics"]
             assert not metrics["fits"] or metrics["sram_used_bytes"] < used
     assert len({json.dumps(t.params, sort_keys=True) for t in stepped}) == len(stepped)
+    for trial in trials:  # a cascaded point says which of how many proposals it scheduled
+        metrics = trial.user_attrs["metrics"]
+        if trial.params["enable_cascader"]:
+            assert 0 <= metrics["chosen_index"] < metrics["proposals"]
+        else:
+            assert "chosen_index" not in metrics
 
 
 def test_pools_below_the_smallest_schedule_seen_are_sampled_above_it() -> None:
@@ -127,3 +146,25 @@ def test_pools_below_the_smallest_schedule_seen_are_sampled_above_it() -> None:
     assert above_floor(3750, floor, low, high) == 3750
     assert above_floor(100, None, low, high) == 100
     assert floor_units(optuna.create_study(directions=["minimize", "minimize"])) is None
+
+
+def test_spine_seeds_start_at_the_smallest_floor_and_take_kinds_that_fit() -> None:
+    """With each seed kind's floor probed, no spine seed sits on a pool its kind is known
+    not to fit, and the spine spans the smallest floor to the top of the range."""
+    space = SearchSpace(16 * 1024, 4 << 20, cascader_optional=True)
+    kinds = space.seed_kinds()
+    floors = [1 << 20, 1 << 20, 900 * 1024, 950 * 1024, 2 << 20, None, 3 << 20, 1 << 20]
+    assert len(floors) == len(kinds)
+    seeds = space.seed_points(6, floors)
+    pools = [s["sram_units"] * 16 for s in seeds]
+    assert pools[0] == 900 * 1024 and pools[-1] == 4 << 20 and pools == sorted(set(pools))
+    for seed, pool in zip(seeds, pools, strict=True):
+        (index,) = [
+            i
+            for i, k in enumerate(kinds)
+            if space.params_of(replace(k, sram_pool_bytes=pool)) == seed
+        ]
+        assert floors[index] is not None and floors[index] <= pool
+    # Unprobed, the spine spans the whole range in turn, as before.
+    unprobed = space.seed_points(6)
+    assert unprobed[0]["sram_units"] * 16 == 16 * 1024
