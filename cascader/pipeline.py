@@ -86,7 +86,9 @@ class Session:
         options = self._options(config, memory)
         region = config.proposal_region_bytes
         with collector_paused():
-            return self.scheduler.schedule_point(memory, options, feature_maps, region)
+            return self.scheduler.schedule_point(
+                memory, options, feature_maps, region, config.buffer_weights
+            )
 
     def score(self, config: PointConfig) -> Estimate:
         """Vela's performance estimate of the point's schedule; one that does not fit the
@@ -120,7 +122,9 @@ class Session:
             point = (
                 self.scheduler.chosen_point(memory, chosen, key)
                 if chosen is not None
-                else self.scheduler.schedule_point(memory, None)
+                else self.scheduler.schedule_point(
+                    memory, None, buffer_weights=config.buffer_weights
+                )
             )
             compiled = generate(point.schedule, memory.accelerator, command_streams=command_streams)
             scored = (point.schedule.sram_bytes, evaluate(compiled.scheduled_ops, memory))
@@ -133,4 +137,6 @@ class Session:
             estimate = replace(
                 estimate, proposals=len(chosen.proposals), chosen_index=chosen.chosen_index
             )
+        else:
+            estimate = replace(estimate, buffer_weights=config.buffer_weights)
         return estimate, point, compiled

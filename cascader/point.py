@@ -43,11 +43,14 @@ class Device:
 class PointConfig:
     """What a design point chooses: the SRAM pool, the cascader's options (None: off) and
     the cascade region its proposals are generated for (None: the pool; a sweep generates
-    once at its largest pool and chooses per pool)."""
+    once at its largest pool and chooses per pool). With the cascader off, `buffer_weights`
+    False reads every weight in place instead of copying some into SRAM first (the smallest
+    layer-by-layer schedule)."""
 
     sram_bytes: int
     options: CascaderOptions | None
     proposal_region_bytes: int | None = None
+    buffer_weights: bool = True
 
 
 @dataclass(frozen=True)
@@ -120,11 +123,13 @@ class Estimate:
     host_ops: tuple[str, ...] = ()
     ops: tuple[OpEstimate, ...] = ()
     unscheduled: str | None = None
-    # The cascader's run: its proposal count and the one chosen (index 0: the smallest, so
-    # no smaller schedule of these options exists); for a graph, also its seconds.
+    # The cascader's run (in the "cascader" object of `to_json`): its proposal count and the
+    # one chosen (index 0: the smallest, so no smaller schedule of these options exists);
+    # for a graph, also its seconds.
     proposals: int | None = None
     chosen_index: int | None = None
     cascader_seconds: float | None = None
+    buffer_weights: bool = True  # with the cascader off: see PointConfig
 
     @classmethod
     def of_report(
@@ -178,6 +183,12 @@ class Estimate:
             "enabled": self.options is not None,
             "options": self.options.to_json() if self.options is not None else {},
         }
+        if self.options is None:
+            data["cascader"]["buffer_weights"] = self.buffer_weights
+        if self.proposals is not None:
+            data["cascader"].update(proposals=self.proposals, chosen_index=self.chosen_index)
+        if self.cascader_seconds is not None:
+            data["cascader"]["seconds"] = self.cascader_seconds
         data["fits"] = self.fits
         if self.unscheduled is not None:
             data["unscheduled"] = self.unscheduled
@@ -195,10 +206,6 @@ class Estimate:
                 host_ops=list(self.host_ops),
                 ops=[op.to_json() for op in self.ops],
             )
-        if self.proposals is not None:
-            data.update(proposals=self.proposals, chosen_index=self.chosen_index)
-        if self.cascader_seconds is not None:
-            data["cascader_seconds"] = self.cascader_seconds
         if self.source is not None:
             data.update(source=self.source, scored_by=self.scored_by)
         return data
@@ -228,7 +235,9 @@ class Estimate:
             host_ops=tuple(data.get("host_ops", ())),
             ops=tuple(OpEstimate.from_json(op) for op in data.get("ops", ())),
             unscheduled=data.get("unscheduled"),
-            proposals=data.get("proposals"),
-            chosen_index=data.get("chosen_index"),
-            cascader_seconds=data.get("cascader_seconds"),
+            # Graph trials stored before these moved into "cascader" had them at the top.
+            proposals=cascader.get("proposals", data.get("proposals")),
+            chosen_index=cascader.get("chosen_index", data.get("chosen_index")),
+            cascader_seconds=cascader.get("seconds", data.get("cascader_seconds")),
+            buffer_weights=cascader.get("buffer_weights", True),
         )

@@ -113,6 +113,12 @@ def _add_cascader_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--no-cascade", action="store_true", help="disable the cascader (copy-constants scheduler)"
     )
+    g.add_argument(
+        "--no-weight-buffering",
+        action="store_true",
+        help="with --no-cascade: read every weight in place instead of copying some into SRAM "
+        "first (the smallest layer-by-layer schedule)",
+    )
     g.add_argument("--no-striping", action="store_true", help="cascade without striping")
     g.add_argument(
         "--multi-dimensional-striping",

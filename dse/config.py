@@ -45,10 +45,12 @@ def select_trial(
     trial: int | None = None,
     max_sram: int | None = None,
     max_cycles: int | None = None,
+    skip: frozenset[int] = frozenset(),
 ) -> FrozenTrial:
     """The trial to export: by number, the fastest within `max_sram` bytes of SRAM used, or
-    the one using least SRAM within `max_cycles`; among equal points, the smallest pool."""
-    feasible = feasible_trials(study)
+    the one using least SRAM within `max_cycles`; among equal points, the smallest pool.
+    Trials numbered in `skip` are passed over (ones that cannot be built within the budget)."""
+    feasible = [t for t in feasible_trials(study) if t.number not in skip]
     if trial is not None:
         found = [t for t in study.get_trials(deepcopy=False) if t.number == trial]
         if not found:
@@ -156,9 +158,8 @@ def pool_within(study: optuna.Study, trial: FrozenTrial, budget: int) -> int:
 
         def figures(at: DesignPoint) -> dict:
             data = evaluate(at).to_json()
-            return {
-                k: v for k, v in data.items() if k not in ("sram_pool_bytes", "cascader_seconds")
-            }
+            data["cascader"].pop("seconds", None)
+            return {k: v for k, v in data.items() if k != "sram_pool_bytes"}
 
         scored = figures(point)
         for candidate in candidates:
@@ -212,6 +213,7 @@ def build_config(
             "enabled": point.enable_cascader,
             "options": point.cascader_options(),
             "proposal_region_bytes": max(settings.sram_max, point.sram_pool_bytes),
+            **({} if point.enable_cascader else {"buffer_weights": point.buffer_weights}),
         },
         "predicted": {
             "total_cycles": round(metrics["total_cycles"]),
@@ -298,6 +300,7 @@ def point_args(args: argparse.Namespace, config: dict) -> argparse.Namespace:
             "sram": config["sram_pool_bytes"],
             "proposal_region": config["cascader"]["proposal_region_bytes"],
             "no_cascade": not config["cascader"]["enabled"],
+            "no_weight_buffering": not config["cascader"].get("buffer_weights", True),
             "no_striping": not options["enable_striping"],
             "multi_dimensional_striping": options["enable_multi_dimensional_striping"],
             "stripe_factors": options["stripe_factors"],

@@ -97,6 +97,8 @@ CONFIG_SCHEMA: dict[str, Any] = {
                 "enabled": {"type": "boolean"},
                 "options": _OPTIONS,
                 "proposal_region_bytes": _POOL,
+                # With the cascader off (absent: True, as before it was a choice).
+                "buffer_weights": {"type": "boolean"},
             },
         },
         "predicted": {

@@ -83,6 +83,8 @@ def format_front(rows: list[dict]) -> str:
             f"{' cost=vela' if cfg.get('cost_model') == 'vela' else ''}"
             if cascaded
             else "cascader off"
+            if cfg.get("buffer_weights", True)
+            else "cascader off, weights in place"
         )
         lines.append(
             f"{row['trial']:>5}  {format_size(row['sram_used_bytes']):>11}  "

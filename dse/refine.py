@@ -60,7 +60,8 @@ def steps(
     metrics = trial.user_attrs["metrics"]
     used = metrics["sram_used_bytes"]
     # A point on its options' first proposal has no smaller schedule to step down to.
-    down = (used - 1) // SRAM_ALIGN if metrics.get("chosen_index") != 0 else None
+    first = metrics.get("cascader", {}).get("chosen_index") == 0
+    down = None if first else (used - 1) // SRAM_ALIGN
     target = used * (1 + STEP_UP)
     if STEP_OF in trial.system_attrs:
         target = max(target, used + 2 * (trial.params[POOL] * SRAM_ALIGN - used))

@@ -155,8 +155,16 @@ def _point_facts(trial: FrozenTrial) -> list[tuple[str, str]]:
         ("SRAM pool", format_size(config["sram_pool_bytes"])),
         ("cycles", f"{round(metrics['total_cycles']):,}"),
         ("inference time", f"{time_s * 1e3:.3f} ms" if time_s is not None else "-"),
-        ("cascader", "on" if config.get("enable_cascader", True) else "off (layer by layer)"),
+        ("cascader", _cascader_label(config)),
     ]
+
+
+def _cascader_label(config: dict) -> str:
+    if config.get("enable_cascader", True):
+        return "on"
+    if config.get("buffer_weights", True):
+        return "off (layer by layer)"
+    return "off (layer by layer, weights read in place)"
 
 
 def _peak_table(view: PointView) -> Table:

@@ -35,12 +35,16 @@ class DesignPoint:
     max_proposals: int = POINT_OPTIONS.max_proposals
     always_copy_size: int = POINT_OPTIONS.always_copy_size
     cost_model: str = POINT_OPTIONS.cost_model
+    # With the cascader off: copy weights into SRAM where Vela's scheduler would, or read
+    # them all in place (the smallest layer-by-layer schedule). Cascaded points keep True.
+    buffer_weights: bool = True
 
     def cascader_options(self) -> dict[str, int | bool]:
-        """The cascader options of this point (everything but the pool size and the switch;
-        a point with the cascader off keeps them at their defaults)."""
+        """The cascader options of this point (everything but the pool size, the switch and
+        the layer-by-layer weight buffering; a point with the cascader off keeps them at
+        their defaults)."""
         options = asdict(self)
-        del options["sram_pool_bytes"], options["enable_cascader"]
+        del options["sram_pool_bytes"], options["enable_cascader"], options["buffer_weights"]
         return options
 
     def config(self, proposal_region_bytes: int | None = None) -> PointConfig:
@@ -49,7 +53,9 @@ class DesignPoint:
         options = (
             replace(POINT_OPTIONS, **self.cascader_options()) if self.enable_cascader else None
         )
-        return PointConfig(self.sram_pool_bytes, options, proposal_region_bytes)
+        return PointConfig(
+            self.sram_pool_bytes, options, proposal_region_bytes, self.buffer_weights
+        )
 
     def to_json(self) -> dict[str, int | bool]:
         return asdict(self)
@@ -114,8 +120,9 @@ class SearchSpace:
             if self.cascader_optional
             else True
         )
-        # Every parameter is asked for even with the cascader off, so the space is the same
-        # for all trials (samplers and importances need that); such a point ignores them.
+        # Every parameter is asked for whether the cascader is on or off, so the space is the
+        # same for all trials (samplers and importances need that); a point ignores those of
+        # the other kind (the cascader's options when off, buffer_weights when on).
         point = DesignPoint(
             sram_pool_bytes=units * SRAM_ALIGN,
             enable_striping=trial.suggest_categorical("enable_striping", [True, False]),
@@ -134,7 +141,14 @@ class SearchSpace:
                 else "tvm"
             ),
         )
-        return point if enabled else DesignPoint(point.sram_pool_bytes, enable_cascader=False)
+        if not self.cascader_optional:
+            return point
+        buffer_weights = trial.suggest_categorical("buffer_weights", [True, False])
+        if enabled:
+            return point
+        return DesignPoint(
+            point.sram_pool_bytes, enable_cascader=False, buffer_weights=buffer_weights
+        )
 
     def sram_ladder(self, steps_per_octave: int = 2, low: int | None = None) -> list[int]:
         """Aligned pool sizes spaced evenly in log scale from `low` (default: the space's
@@ -153,6 +167,7 @@ class SearchSpace:
         params = {"sram_units": point.sram_pool_bytes // SRAM_ALIGN, **point.cascader_options()}
         if self.cascader_optional:
             params["enable_cascader"] = point.enable_cascader
+            params["buffer_weights"] = point.buffer_weights
         else:
             del params["cost_model"]
         return params
@@ -162,8 +177,10 @@ class SearchSpace:
         defaults and the cascader copying every constant it can into SRAM (the fast end of
         a front); for models also no cascader (Vela's own kind of schedule), then the
         Vela-like cost model with its defaults, copying everything and copying nothing;
-        then the smallest schedules (the low end of a front); last, copying nothing with the
-        original's cost model. Copying nothing keeps weights in flash and the single-axis
+        then the smallest schedules (the low end of a front); then copying nothing with the
+        original's cost model; last, for models, the cascader off with every weight read in
+        place: no SRAM at all where feature maps live off-chip (Dedicated_Sram), as Vela's
+        --optimise Size gives there. Copying nothing keeps weights in flash and the single-axis
         schedules small: on mobilenet_v2_100_224 (U55) the Vela-like model's such schedules
         beat Vela's 353.5 KiB points, on vww_mobilenet_v1_025 the original's its 48 KiB ones."""
         copy_all = ALWAYS_COPY_SIZES[-1]
@@ -174,7 +191,8 @@ class SearchSpace:
                 for size in (DesignPoint.always_copy_size, copy_all, 0)]  # fmt: skip
         return [DesignPoint(0), DesignPoint(0, always_copy_size=copy_all),
                 DesignPoint(0, enable_cascader=False), *vela, SMALLEST,
-                DesignPoint(0, always_copy_size=0)]  # fmt: skip
+                DesignPoint(0, always_copy_size=0),
+                DesignPoint(0, enable_cascader=False, buffer_weights=False)]  # fmt: skip
 
     def seed_points(self, count: int, floors: Sequence[int | None] = ()) -> list[dict]:
         """Up to `count` fully fixed trials spread over the pool ladder, neighbours taking

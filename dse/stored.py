@@ -81,13 +81,15 @@ _OPTION_SCHEMAS = {
 }
 POINT_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "required": [f.name for f in fields(DesignPoint)],
+    # Configs stored before the cascader-off weight buffering was a choice lack it.
+    "required": [f.name for f in fields(DesignPoint) if f.name != "buffer_weights"],
     "additionalProperties": False,
     "properties": {
         "sram_pool_bytes": _POOL,
         "enable_cascader": _FLAG,
         "enable_striping": _FLAG,
         "enable_multi_dimensional_striping": _FLAG,
+        "buffer_weights": _FLAG,
         **_OPTION_SCHEMAS,
         "cost_model": {"enum": list(COST_MODELS)},
     },
@@ -167,6 +169,7 @@ _TICKET_SCHEMA = {
         "max_proposals": {"enum": list(MAX_PROPOSALS)},
         "always_copy_size": {"enum": list(ALWAYS_COPY_SIZES)},
         "cost_model": {"enum": list(COST_MODELS)},
+        "buffer_weights": _FLAG,
     },
 }
 

@@ -157,11 +157,13 @@ class PointScheduler:
         options: CascaderOptions | None,
         feature_maps: str = "io",
         proposal_region_bytes: int | None = None,
+        buffer_weights: bool = True,
     ) -> Point:
         """The stripe schedule of a point. With the cascader on, the chosen proposal (the
         smallest one when none fits, so an infeasible point still has a score); off, the
-        copy-constants schedule with feature maps in the `feature_maps` role's area. The
-        point fits when what the schedule holds in SRAM fits the pool (the cascader's own
+        copy-constants schedule with feature maps in the `feature_maps` role's area, weights
+        buffered where Vela would or, without `buffer_weights`, all read in place. The point
+        fits when what the schedule holds in SRAM fits the pool (the cascader's own
         budget of a proposal counts some buffers twice, so it can refuse one that fits).
 
         Proposals are generated for a cascade region of `proposal_region_bytes` (default:
@@ -175,6 +177,7 @@ class PointScheduler:
                 encoded_size(memory.accelerator, self.network.ops),
                 feature_maps,
                 check=False,
+                buffer_weights=buffer_weights,
             )
             return Point(memory, None, schedule, schedule.sram_bytes <= memory.sram_bytes)
         return self.chosen_point(memory, *self.chosen(memory, options, proposal_region_bytes))

@@ -129,13 +129,17 @@ def layer_by_layer_schedule(
     feature_maps: str = "io",
     check: bool = True,
     blocks: str = "fastest",
+    buffer_weights: bool = True,
 ) -> Schedule:
     """The copy-constants schedule: every op whole, in model order, its feature maps in the
     `feature_maps` role's area ("io": Vela's arena; "cascade": the SRAM, graph inputs and
     outputs staying in the arena), its weights and scale-bias copied into the cascade area
     right before it where Vela's scheduler would buffer them (`reads_weights_in_place`),
     read in place otherwise. Where Vela would double-buffer them (`weight_depth_slices`) the
-    op runs in output-depth slices whose copies alternate between two buffers."""
+    op runs in output-depth slices whose copies alternate between two buffers. Without
+    `buffer_weights` every constant is read in place: the least SRAM a layer-by-layer
+    schedule can hold (none at all where the feature maps live off-chip, as Vela's
+    --optimise Size gives on Dedicated_Sram)."""
     builder = Builder(net, memory, encoded_size, blocks)
     graph = net.graph
     area = memory.roles[feature_maps]
@@ -161,7 +165,9 @@ def layer_by_layer_schedule(
         if net.function_of[part.id] != function:  # a function's first op follows no NPU op
             slack, function = 0.0, net.function_of[part.id]
         free = memory.sram_bytes - sram_bytes(roots | pinned[function])
-        in_place = reads_weights_in_place(op, memory, encoded_size, part.id, free)
+        in_place = not buffer_weights or reads_weights_in_place(
+            op, memory, encoded_size, part.id, free
+        )
         areas = (home_of(part.inputs[0].id), home_of(part.output.id), memory.roles["cascade"])
         block = whole_op_block(memory, op, areas)
         slices: tuple[int, ...] = ()

@@ -32,6 +32,8 @@ T = TypeVar("T")
 
 def cascader_options(args: argparse.Namespace) -> CascaderOptions | None:
     """The point's cascader options from the flags; None when `--no-cascade`."""
+    if args.no_weight_buffering and not args.no_cascade:
+        raise BadInput("--no-weight-buffering is for the layer-by-layer schedule; add --no-cascade")
     if args.no_cascade:
         return None
     given = {
@@ -64,7 +66,8 @@ _OPTION_FLAGS = ("stripe_factors", "max_plan_size", "max_proposals", "always_cop
 
 def options_given(args: argparse.Namespace) -> bool:
     """Whether any flag pins the cascader's options (an exported config pins them all)."""
-    switches = (args.no_cascade, args.no_striping, args.multi_dimensional_striping)
+    switches = (args.no_cascade, args.no_striping, args.multi_dimensional_striping,
+                args.no_weight_buffering)  # fmt: skip
     return any(switches) or any(getattr(args, name) is not None for name in _OPTION_FLAGS)
 
 
@@ -100,7 +103,8 @@ def scored_point(
         device.memory(sram)  # names checked before the model is imported
         session = Session(args.model, device)
         if options_given(args):
-            config = PointConfig(sram, cascader_options(args), args.proposal_region)
+            config = PointConfig(sram, cascader_options(args), args.proposal_region,
+                                 not args.no_weight_buffering)  # fmt: skip
         else:
             with contextlib.redirect_stdout(io.StringIO()):  # Vela's allocator warnings
                 config = best_seed_kind(session, sram, args.proposal_region)

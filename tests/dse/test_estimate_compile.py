@@ -67,7 +67,7 @@ def test_cascader_and_striping_change_the_schedule(capsys: pytest.CaptureFixture
         assert not whole.fits and whole.sram_used_bytes > pool
     # no spatial striping without it (copy-constants may still slice big weights by depth)
     assert all(op["stripes"] == 1 for op in flat.to_json()["ops"])
-    assert off.to_json()["cascader"] == {"enabled": False, "options": {}}
+    assert off.to_json()["cascader"] == {"enabled": False, "options": {}, "buffer_weights": True}
     assert on["macs"] == off.macs == flat.macs
 
 
@@ -179,6 +179,39 @@ def test_each_seed_kind_exports_and_rebuilds_exactly(tmp_path: Path, capsys) -> 
         assert round(estimate["total_cycles"]) == config["predicted"]["total_cycles"]
         assert estimate["sram_used_bytes"] == config["predicted"]["sram_used_bytes"]
     assert kinds == [(True, "tvm"), (True, "tvm"), (False, "tvm"), (True, "vela")]
+
+
+def test_weights_read_in_place_leave_dedicated_sram_empty(tmp_path: Path, capsys) -> None:
+    """On ethos-u65-256 (Dedicated_Sram) the layer-by-layer schedule buffers 12.5 KiB of
+    weights; reading them all in place holds nothing in SRAM at some cycles' cost (Vela's
+    --optimise Size point of such models is 0 B). A sweep seeds it, its export says so and
+    compiles back to the same figures; the flag needs --no-cascade."""
+    u65 = ["--accelerator-config", "ethos-u65-256", "--sram", "16KiB"]
+    buffered = _estimate(capsys, *u65, "--no-cascade")
+    in_place = _estimate(capsys, *u65, "--no-cascade", "--no-weight-buffering")
+    assert buffered["sram_used_bytes"] > 0 and in_place["sram_used_bytes"] == 0
+    assert in_place["total_cycles"] > buffered["total_cycles"]
+    assert in_place["cascader"] == {"enabled": False, "options": {}, "buffer_weights": False}
+    assert main(["estimate", "--model", str(EXAMPLE), "--no-weight-buffering"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    out = tmp_path / "study"
+    sweep = ["sweep", "--model", str(EXAMPLE), "--accelerator-config", "ethos-u65-256",
+             "--trials", "36", "--sram-max", "256KiB", "--out", str(out), "--study", "s",
+             "--json"]  # fmt: skip
+    assert main(sweep) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["front"][0]["sram_used_bytes"] == 0
+    cfg = tmp_path / "cfg.json"
+    assert main(["export", "--storage", result["storage"], "--study", "s", "--max-sram", "1KiB",
+                 "-o", str(cfg)]) == 0  # fmt: skip
+    config = json.loads(cfg.read_text())
+    assert config["cascader"]["enabled"] is False
+    assert config["cascader"]["buffer_weights"] is False
+    built = tmp_path / "built"
+    assert main(["compile", "--model", str(EXAMPLE), "--config", str(cfg), "-o", str(built)]) == 0
+    estimate = json.loads((built / "manifest.json").read_text())["estimate"]
+    assert estimate["sram_used_bytes"] == 0
+    assert round(estimate["total_cycles"]) == config["predicted"]["total_cycles"]
 
 
 def test_cost_model_flag(capsys: pytest.CaptureFixture[str]) -> None:

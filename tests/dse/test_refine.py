@@ -67,11 +67,11 @@ def test_no_steps_without_the_cascader_or_outside_the_space() -> None:
 def test_no_step_down_from_the_smallest_proposal() -> None:
     """A point on its options' first proposal would only find that one again below it."""
     first = _trial(50_000)
-    first.user_attrs["metrics"]["chosen_index"] = 0
+    first.user_attrs["metrics"]["cascader"] = {"chosen_index": 0}
     down, up = steps(first, low_units=16, high_units=65536)
     assert down is None and up == steps(_trial(50_000), 16, 65536)[1]
     second = _trial(50_000)
-    second.user_attrs["metrics"]["chosen_index"] = 1
+    second.user_attrs["metrics"]["cascader"] = {"chosen_index": 1}
     assert steps(second, 16, 65536) == steps(_trial(50_000), 16, 65536)
 
 
@@ -123,11 +123,11 @@ def test_a_sweep_steps_from_front_points_and_runs_exactly_the_trials_asked(
             assert not metrics["fits"] or metrics["sram_used_bytes"] < used
     assert len({json.dumps(t.params, sort_keys=True) for t in stepped}) == len(stepped)
     for trial in trials:  # a cascaded point says which of how many proposals it scheduled
-        metrics = trial.user_attrs["metrics"]
+        cascader = trial.user_attrs["metrics"]["cascader"]
         if trial.params["enable_cascader"]:
-            assert 0 <= metrics["chosen_index"] < metrics["proposals"]
+            assert 0 <= cascader["chosen_index"] < cascader["proposals"]
         else:
-            assert "chosen_index" not in metrics
+            assert "chosen_index" not in cascader
 
 
 def test_pools_below_the_smallest_schedule_seen_are_sampled_above_it() -> None:
@@ -153,7 +153,7 @@ def test_spine_seeds_start_at_the_smallest_floor_and_take_kinds_that_fit() -> No
     not to fit, and the spine spans the smallest floor to the top of the range."""
     space = SearchSpace(16 * 1024, 4 << 20, cascader_optional=True)
     kinds = space.seed_kinds()
-    floors = [1 << 20, 1 << 20, 900 * 1024, 950 * 1024, 2 << 20, None, 3 << 20, 1 << 20]
+    floors = [1 << 20, 1 << 20, 900 * 1024, 950 * 1024, 2 << 20, None, 3 << 20, 1 << 20, 1 << 21]
     assert len(floors) == len(kinds)
     seeds = space.seed_points(6, floors)
     pools = [s["sram_units"] * 16 for s in seeds]

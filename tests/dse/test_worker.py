@@ -158,9 +158,9 @@ def test_a_new_study_starts_with_each_seed_kind_at_its_floor(tmp_path: Path) -> 
     defaults = DesignPoint(16).cascader_options()
     copy_all = DesignPoint(16, always_copy_size=ALWAYS_COPY_SIZES[-1]).cascader_options()
     assert [{k: v for k, v in f.items() if k != "sram_units"} for f in fixed[:3]] == [
-        {"enable_cascader": True, **defaults},
-        {"enable_cascader": True, **copy_all},
-        {"enable_cascader": False, **defaults},
+        {"enable_cascader": True, **defaults, "buffer_weights": True},
+        {"enable_cascader": True, **copy_all, "buffer_weights": True},
+        {"enable_cascader": False, **defaults, "buffer_weights": True},
     ]
     # The rest are the sampler's, some of them steps along the front (dse.refine).
     for params, trial in zip(fixed[3:], study.trials[3:], strict=True):

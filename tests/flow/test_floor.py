@@ -85,7 +85,11 @@ def test_the_smallest_options_need_100_kib_less_than_vela_and_run_bit_exactly(
 def test_a_sweep_seeds_the_smallest_schedules() -> None:
     space = SearchSpace(32 * 1024, 4 << 20, cascader_optional=True)
     seeded = [{k: v for k, v in p.items() if k != "sram_units"} for p in space.seed_points(16)]
-    assert {**SMALLEST.cascader_options(), "enable_cascader": True} in seeded
+    assert {
+        **SMALLEST.cascader_options(),
+        "enable_cascader": True,
+        "buffer_weights": True,
+    } in seeded
 
 
 def test_a_pool_gets_a_proposal_whose_schedule_really_fits(mobilenet: bytes) -> None:
