@@ -153,8 +153,8 @@ def test_spine_seeds_start_at_the_smallest_floor_and_take_kinds_that_fit() -> No
     not to fit, and the spine spans the smallest floor to the top of the range."""
     space = SearchSpace(16 * 1024, 4 << 20, cascader_optional=True)
     kinds = space.seed_kinds()
-    floors = [1 << 20, 1 << 20, 900 * 1024, 950 * 1024, 2 << 20, None, 3 << 20, 1 << 20, 1 << 21]
-    assert len(floors) == len(kinds)
+    floors = [1 << 20, 1 << 20, 900 * 1024, 950 * 1024, 2 << 20, None, 3 << 20, 3 << 20]
+    floors += [1 << 21] * (len(kinds) - len(floors))
     seeds = space.seed_points(6, floors)
     pools = [s["sram_units"] * 16 for s in seeds]
     assert pools[0] == 900 * 1024 and pools[-1] == 4 << 20 and pools == sorted(set(pools))
