@@ -42,6 +42,9 @@ from cascader.ir.units import SCALE_BIAS_BYTES
 
 _LUT_FUNCTIONS = {"sigmoid": "SIGMOID", "tanh": "TANH"}
 _POOL_TYPES = {"MAX": "MAX", "AVG": "AVERAGE", "SUM": "REDUCE_SUM"}
+# The IR's IFM upscale modes by Vela's names (NpuResamplingMode): the upscale shrinks the IFM
+# block an OFM block reads, which decides the blocks that fit the shared buffer.
+_RESAMPLING = {"NONE": "NONE", "NEAREST": "NEAREST", "ZEROS": "TRANSPOSE"}
 
 
 def _activation(activation: Activation) -> str:
@@ -77,6 +80,7 @@ def npu_op_description(op: NpuOp) -> NpuOpDescription:
             stride=(k.stride_h, k.stride_w),
             dilation=(k.dilation_h, k.dilation_w),
             activation=_activation(op.activation),
+            upscale=_RESAMPLING[op.upscale],
             **common,
         )
     if isinstance(op, Pooling):
@@ -87,6 +91,7 @@ def npu_op_description(op: NpuOp) -> NpuOpDescription:
             kernel=(k.height, k.width),
             stride=(k.stride_h, k.stride_w),
             activation=_activation(op.activation),
+            upscale=_RESAMPLING[op.upscale],
             **common,
         )
     if isinstance(op, BinaryElementwise):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from cascader.core.graph import CascaderGraph
 from cascader.core.graph_json import graph_to_json, save_graph
 from cascader.core.part import InlinePart
 from cascader.core.stripe_config import StripeConfig
+from cascader.ethosu.device import valid_blocks
 from cascader.ethosu.graph import build_cascader_graph, graph_document, npu_op_description
 from cascader.ethosu.graph_json import load_graph
 from cascader.ethosu.memory import system_memory
@@ -34,6 +36,7 @@ from cascader.ir.npu_ops import (
     Layout,
     NpuTensor,
     Padding,
+    Pooling,
     Quant,
     feature_map,
 )
@@ -129,6 +132,23 @@ def test_large_kernels_split_into_subkernels_and_describe_for_the_device():
     description = npu_op_description(op)
     assert (description.kind, description.kernel, description.stride) == ("conv2d", (10, 4), (2, 2))
     assert description.ifm_shape == (49, 10, 1)
+
+
+def test_an_upscaling_op_is_described_with_its_upscale():
+    """The U-Net's last transpose conv (a 3x3 conv over a zero-upscaled 64x64x32 IFM) reads
+    only a 10x10 IFM block per 16x16 OFM block, so 16x16x16 fits the shared buffer: the block
+    Vela's C++ core runs it with, fetching its weights 64 times instead of 128. Described
+    without the upscale, the IFM block would be 18x18 and the block would not be valid."""
+    ifm = NpuTensor("x", (1, 64, 64, 32), Q, layout=Layout.NHCWB16)
+    ofm = NpuTensor("y", (1, 128, 128, 16), Q, layout=Layout.NHCWB16)
+    op = replace(_conv(ifm, ofm, Kernel(3, 3), Padding(2, 2, 0, 0)), upscale="ZEROS")
+    description = npu_op_description(op)
+    assert description.upscale == "TRANSPOSE"
+    assert (16, 16, 16) in valid_blocks("ethos-u55-256", description)
+    assert (16, 16, 16) not in valid_blocks("ethos-u55-256", replace(description, upscale="NONE"))
+    resize = Pooling("r", "AVG", ifm, ofm, Kernel(1, 1), Padding(0, 0, 0, 0), Activation(),
+                     upscale="NEAREST")  # fmt: skip
+    assert npu_op_description(resize).upscale == "NEAREST"
 
 
 # Our graphs beside the original's (TVM v0.18, ethos-u55-256), golden (parts, tensors).
