@@ -71,8 +71,9 @@ class Session:
         self.device = device
         self.front = front or load_front(self.model_bytes, device.accelerator)
         self.scheduler = self.front.scheduler
-        # A proposal's (SRAM bytes, PerfReport) by its schedule's key: many pools choose
-        # the same proposal, and scoring it is most of a point's time.
+        # A schedule's (SRAM bytes, PerfReport) by its `ScheduleKey`: many pools choose the
+        # same proposal, option sets make the same plans, and scoring is most of a point's
+        # time.
         self.scores = LruCache(1024)
 
     def _options(self, config: PointConfig, memory: SystemMemory) -> CascaderOptions | None:
@@ -116,8 +117,11 @@ class Session:
         point = compiled = scored = chosen = key = None
         if options is not None:
             chosen, key = self.scheduler.chosen(memory, options, config.proposal_region_bytes)
-            if not command_streams:
-                scored = self.scores.lookup(key)
+            content = self.scheduler.schedule_key(memory, chosen, chosen.chosen_index, key)
+        else:
+            content = self.scheduler.layer_key(memory, buffer_weights=config.buffer_weights)
+        if not command_streams:
+            scored = self.scores.lookup(content)
         if scored is None:
             point = (
                 self.scheduler.chosen_point(memory, chosen, key)
@@ -128,8 +132,7 @@ class Session:
             )
             compiled = generate(point.schedule, memory.accelerator, command_streams=command_streams)
             scored = (point.schedule.sram_bytes, evaluate(compiled.scheduled_ops, memory))
-            if key is not None:
-                self.scores.keep(key, scored)
+            self.scores.keep(content, scored)
         sram_used, report = scored
         model = (self.model_name, self.front.sha256, self.front.host_ops)
         estimate = Estimate.of_report(model, memory, options, sram_used, report, self.front.origins)

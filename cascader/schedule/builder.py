@@ -19,6 +19,7 @@ import itertools
 import math
 from dataclasses import dataclass, field, replace
 
+from cascader.core.graph import CascaderGraph
 from cascader.core.part import op_before
 from cascader.ethosu.memory import SystemMemory
 from cascader.ethosu.part import EthosuPart
@@ -59,6 +60,18 @@ class _PlanRun:
     computed: dict[int, set[Box]] = field(default_factory=dict)  # part -> boxes it still holds
 
 
+def graph_io(graph: CascaderGraph) -> set[int]:
+    """The graph's input feature maps and outputs: the host's, never the cascade's."""
+    inputs = {t.id for t in graph.input_tensors if not t.is_constant}
+    return inputs | {t.id for t in graph.output_tensors}
+
+
+def tensor_shape(net: Network, tid: int) -> tuple[tuple[int, ...], Layout, int]:
+    """NHWC shape, layout and element bytes of a graph tensor."""
+    t = net.feature_map(tid)
+    return t.shape, t.layout, net.graph.tensors[tid].dtype_bytes
+
+
 class Builder:
     """Builds a schedule plan by plan: its steps, its buffers (with their live ranges) and
     each part's block config; `finish` pins the I/O, allocates and checks the pool."""
@@ -85,9 +98,7 @@ class Builder:
         self.constants = memory.roles["constants"]
         graph = net.graph
         self.produced_by = {p.output.id: p.id for p in graph.parts}
-        self.graph_io = {t.id for t in graph.input_tensors if not t.is_constant} | {
-            t.id for t in graph.output_tensors
-        }
+        self.graph_io = graph_io(graph)
         self.alias = net.aliases
         self._blocks: dict[int, tuple[int, int, int]] = {}
         self.homes: dict[int, str] = {}  # tensor -> the area its whole-tensor buffer is in
@@ -99,9 +110,7 @@ class Builder:
         return self.net.buffer_root(tid)
 
     def tensor_shape(self, tid: int) -> tuple[tuple[int, ...], Layout, int]:
-        """NHWC shape, layout and element bytes of a graph tensor."""
-        t = self.net.feature_map(tid)
-        return t.shape, t.layout, self.net.graph.tensors[tid].dtype_bytes
+        return tensor_shape(self.net, tid)
 
     def new_buffer(self, tid: int, kind: str, area: str, frame: tuple[int, ...], rows: int = 0,
                    size: int | None = None) -> int:  # fmt: skip

@@ -147,16 +147,27 @@ class Network:
     def feature_map(self, tid: int) -> NpuTensor:
         """The 4-D feature map behind graph tensor `tid`, as its producer writes it or, for a
         graph input, as its first reader reads it."""
-        for part in self.graph.parts:
-            op = self.ops[part.id]
-            if part.output.id == tid:
-                return op.ofm
+        found = self._feature_maps.get(tid)
+        if found is None:
+            raise ScheduleError(f"tensor {tid} is not a feature map of any op")
+        return found
+
+    @cached_property
+    def _feature_maps(self) -> dict[int, NpuTensor]:
+        """`feature_map` of every tensor, found once (schedules ask thousands of times): the
+        first producer's output in part order, else the first reader's input in execution
+        order (parts reversed)."""
+        found: dict[int, NpuTensor] = {}
         for part in reversed(self.graph.parts):
             op = self.ops[part.id]
             for slot, tensor in enumerate(part.inputs[:2]):
-                if tensor.id == tid and (slot == 0 or isinstance(op, BinaryElementwise)):
-                    return op.ifm2 if slot else op.ifm
-        raise ScheduleError(f"tensor {tid} is not a feature map of any op")
+                if slot == 0 or isinstance(op, BinaryElementwise):
+                    found.setdefault(tensor.id, op.ifm2 if slot else op.ifm)
+        produced: dict[int, NpuTensor] = {}
+        for part in self.graph.parts:
+            produced.setdefault(part.output.id, self.ops[part.id].ofm)
+        found.update(produced)
+        return found
 
 
 def network(

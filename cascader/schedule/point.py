@@ -17,7 +17,13 @@ from cascader.ethosu.weights import encoded_size
 from cascader.ir.errors import ScheduleError
 from cascader.ir.schedule import Schedule
 from cascader.schedule.network import Network
-from cascader.schedule.policies import layer_by_layer_schedule, proposal_schedule
+from cascader.schedule.policies import (
+    ScheduleKey,
+    layer_plans,
+    layer_plans_schedule,
+    plans_schedule,
+    proposal_plans,
+)
 
 __all__ = ["Point", "PointScheduler", "proposal_options"]
 
@@ -57,16 +63,20 @@ def proposal_options(options: CascaderOptions) -> CascaderOptions:
 class PointScheduler:
     """Schedules design points of one network. Caches, bounded: cascader runs by (system,
     options, region) (`cascades`), since a sweep chooses among one set of proposals for
-    every pool; the schedules of a few chosen proposals (`schedules`: tens of thousands of
-    objects each, which every full garbage collection scans), and the SRAM bytes of many
-    (`needs`): a proposal's schedule does not depend on the pool it was chosen for, only
-    whether it fits does."""
+    every pool; per proposal (by its key) the `ScheduleKey` of its plans (`keys`), and by
+    those keys the schedules of a few (`schedules`: tens of thousands of objects each,
+    which every full garbage collection scans) and the SRAM bytes of many (`needs`): a
+    schedule depends on its plans and the memory system, not on the pool it was chosen for
+    (only whether it fits does) nor on the options that made the plans, so proposals of
+    several option sets, and layer-by-layer points of several pools, share one."""
 
     def __init__(self, network: Network) -> None:
         self.network = network
         self.cascades = LruCache(64)
+        self.keys = LruCache(4096)
         self.schedules = LruCache(8)
         self.needs = LruCache(4096)
+        self.layers = LruCache(4)
 
     def cascade_key(self, memory: SystemMemory, options: CascaderOptions, region: int) -> tuple:
         """What a cascader run of this network depends on; a proposal's key adds its index."""
@@ -90,24 +100,59 @@ class PointScheduler:
         self.cascades.keep(key, found)
         return found
 
+    def schedule_key(
+        self, memory: SystemMemory, result: CascadeResult, index: int, key: tuple
+    ) -> ScheduleKey:
+        """The `ScheduleKey` of proposal `index` of `result` (`key`: its proposal key)."""
+        found = self.keys.lookup(key)
+        if found is None:
+            plans = proposal_plans(self.network, result.proposals[index], memory)
+            found = ScheduleKey("proposal", memory, plans)
+            self.keys.keep(key, found)
+        return found
+
     def proposal_schedule(
         self, memory: SystemMemory, result: CascadeResult, index: int, key: tuple
     ) -> Schedule:
         """The schedule of proposal `index` of `result` (`key`: its proposal key)."""
-        schedule = self.schedules.lookup(key)
+        content = self.schedule_key(memory, result, index, key)
+        schedule = self.schedules.lookup(content)
         if schedule is None:
             size = encoded_size(memory.accelerator, self.network.ops)
-            proposal = result.proposals[index]
-            schedule = proposal_schedule(self.network, proposal, memory, size, check=False)
-            self.schedules.keep(key, schedule)
-            self.needs.keep(key, schedule.sram_bytes)
-        return schedule
+            plans = proposal_plans(self.network, result.proposals[index], memory)
+            schedule = plans_schedule(self.network, plans, memory, size, check=False)
+            self._keep(content, schedule)
+        return _for(schedule, memory)
+
+    def _keep(self, content: ScheduleKey, schedule: Schedule) -> None:
+        self.schedules.keep(content, schedule)
+        self.needs.keep(content, schedule.sram_bytes)
 
     def need(self, memory: SystemMemory, result: CascadeResult, key: tuple) -> int:
         """The SRAM bytes the schedule of proposal `key[-1]` really takes."""
-        found = self.needs.lookup(key)
+        found = self.needs.lookup(self.schedule_key(memory, result, key[-1], key))
         if found is None:
             found = self.proposal_schedule(memory, result, key[-1], key).sram_bytes
+        return found
+
+    def layer_key(
+        self, memory: SystemMemory, feature_maps: str = "io", buffer_weights: bool = True
+    ) -> ScheduleKey:
+        """The `ScheduleKey` of a point's copy-constants schedule (cascader off)."""
+        return self._layer_plans(memory, feature_maps, buffer_weights)[0]
+
+    def _layer_plans(
+        self, memory: SystemMemory, feature_maps: str, buffer_weights: bool
+    ) -> tuple[ScheduleKey, list]:
+        """The layer plans of a pool and their key, kept for a few pools: a point asks for
+        its key, then (scored for the first time) its schedule."""
+        found = self.layers.lookup((memory, feature_maps, buffer_weights))
+        if found is None:
+            size = encoded_size(memory.accelerator, self.network.ops)
+            plans = layer_plans(self.network, memory, size, feature_maps, buffer_weights)
+            policy = "layer" if buffer_weights else "layer, weights in place"
+            found = (ScheduleKey(policy, memory, plans, feature_maps), plans)
+            self.layers.keep((memory, feature_maps, buffer_weights), found)
         return found
 
     def chosen(
@@ -171,13 +216,18 @@ class PointScheduler:
         every small proposal and adds larger ones, so a sweep generates once at its largest
         pool."""
         if options is None:
-            schedule = layer_by_layer_schedule(
-                self.network,
-                memory,
-                encoded_size(memory.accelerator, self.network.ops),
-                feature_maps,
-                check=False,
-                buffer_weights=buffer_weights,
-            )
+            content, plans = self._layer_plans(memory, feature_maps, buffer_weights)
+            schedule = self.schedules.lookup(content)
+            if schedule is None:
+                size = encoded_size(memory.accelerator, self.network.ops)
+                schedule = layer_plans_schedule(self.network, plans, memory, size, check=False)
+                self._keep(content, schedule)
+            schedule = _for(schedule, memory)
             return Point(memory, None, schedule, schedule.sram_bytes <= memory.sram_bytes)
         return self.chosen_point(memory, *self.chosen(memory, options, proposal_region_bytes))
+
+
+def _for(schedule: Schedule, memory: SystemMemory) -> Schedule:
+    """A shared schedule as one of `memory`'s pool: the same steps and buffers, its memory
+    the point's (a report reads the pool from it)."""
+    return schedule if schedule.memory is memory else replace(schedule, memory=memory)

@@ -13,7 +13,7 @@ from cascader.ir.npu_ops import Conv2D
 from cascader.ir.schedule import Schedule
 from cascader.schedule.allocation import allocate, written_over
 from cascader.schedule.blocks import op_cycles, whole_op_block
-from cascader.schedule.builder import Builder
+from cascader.schedule.builder import Builder, graph_io, tensor_shape
 from cascader.schedule.network import Network
 from cascader.schedule.plans import (
     Placement,
@@ -30,7 +30,15 @@ from cascader.schedule.weight_buffering import (
     weight_depth_slices,
 )
 
-__all__ = ["layer_by_layer_schedule", "proposal_schedule"]
+__all__ = [
+    "ScheduleKey",
+    "layer_by_layer_schedule",
+    "layer_plans",
+    "layer_plans_schedule",
+    "plans_schedule",
+    "proposal_plans",
+    "proposal_schedule",
+]
 
 
 def _finish(builder: Builder, check: bool) -> Schedule:
@@ -69,13 +77,55 @@ def proposal_schedule(
     exceeds the pool. `blocks` picks each part's block config: the fastest under Vela's
     performance model for its stripes ("fastest"), or the one the cascader's cost assumed
     ("cascader")."""
+    plans = proposal_plans(net, proposal, memory)
+    return plans_schedule(net, plans, memory, encoded_size, check, blocks)
+
+
+def proposal_plans(net: Network, proposal: Proposal, memory: SystemMemory) -> list[Plan]:
+    """A proposal's plans as the scheduler runs them: all its schedule depends on besides
+    the network and the memory system (see `schedule_key`)."""
+    return [plan_from_proposal_plan(net, plan, memory) for plan in proposal.plans]
+
+
+def plans_schedule(
+    net: Network,
+    plans: list[Plan],
+    memory: SystemMemory,
+    encoded_size: EncodedSize,
+    check: bool = True,
+    blocks: str = "fastest",
+) -> Schedule:
+    """`proposal_schedule` of the proposal whose `proposal_plans` are `plans`."""
     builder = Builder(net, memory, encoded_size, blocks)
-    plans = [plan_from_proposal_plan(net, plan, memory) for plan in proposal.plans]
     builder.homes = agreed_homes(net, plans, builder.root, builder.io)
     plans = [builder.double_buffered(plan) for plan in plans]
     for index, plan in enumerate(plan_order(net, plans)):
         builder.run_plan(plan, index, recorded=True)
     return _finish(builder, check=check)
+
+
+class ScheduleKey:
+    """What a schedule of a network is built from, hashed once: its policy, the memory
+    system (the pool aside, which only decides whether it fits) and its plans' keys. Equal
+    keys build equal schedules, so option sets, proposals or pools that come to the same
+    plans share one schedule and one score."""
+
+    __slots__ = ("_hash", "value")
+
+    def __init__(self, policy: str, memory: SystemMemory, plans: list[Plan], *extra) -> None:
+        roles = tuple(sorted(memory.roles.items()))
+        self.value = (policy, memory.system, roles, *extra, tuple(p.key() for p in plans))
+        self._hash = hash(self.value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, ScheduleKey)
+            and self._hash == other._hash
+            and self.value == other.value
+        )
 
 
 def _pinned_io(net: Network) -> list[list]:
@@ -140,21 +190,49 @@ def layer_by_layer_schedule(
     `buffer_weights` every constant is read in place: the least SRAM a layer-by-layer
     schedule can hold (none at all where the feature maps live off-chip, as Vela's
     --optimise Size gives on Dedicated_Sram)."""
+    plans = layer_plans(net, memory, encoded_size, feature_maps, buffer_weights)
+    return layer_plans_schedule(net, plans, memory, encoded_size, check, blocks)
+
+
+def layer_plans_schedule(
+    net: Network,
+    plans: list[Plan],
+    memory: SystemMemory,
+    encoded_size: EncodedSize,
+    check: bool = True,
+    blocks: str = "fastest",
+) -> Schedule:
+    """`layer_by_layer_schedule` of the `layer_plans` `plans`."""
     builder = Builder(net, memory, encoded_size, blocks)
+    for index, plan in enumerate(plans):
+        builder.run_plan(plan, index)
+    return _finish(builder, check=check)
+
+
+def layer_plans(
+    net: Network,
+    memory: SystemMemory,
+    encoded_size: EncodedSize,
+    feature_maps: str = "io",
+    buffer_weights: bool = True,
+) -> list[Plan]:
+    """The plans of `layer_by_layer_schedule`, one op each: the pool decides only which
+    weights are read in place and how the others are sliced, so many pools share them."""
     graph = net.graph
     area = memory.roles[feature_maps]
+    io = graph_io(graph)
 
     def home_of(tid: int) -> str:
-        return memory.roles["io"] if builder.root(tid) in builder.graph_io else area
+        return memory.roles["io"] if net.buffer_root(tid) in io else area
 
     def sram_bytes(roots: set[int]) -> int:
         return sum(
-            feature_map_bytes(*builder.tensor_shape(r))
+            feature_map_bytes(*tensor_shape(net, r))
             for r in roots
             if home_of(r) == memory.roles["cascade"]
         )
 
-    pinned = [{builder.root(t.id) for t in f if not t.is_constant} for f in _pinned_io(net)]
+    pinned = [{net.buffer_root(t.id) for t in f if not t.is_constant} for f in _pinned_io(net)]
     order = [part for part in reversed(graph.parts) if not part.in_line]
     live = _live_roots(net, order)
     plans = []
@@ -200,6 +278,4 @@ def layer_by_layer_schedule(
                 depth_slices=slices,
             )
         )
-    for index, plan in enumerate(plans):
-        builder.run_plan(plan, index)
-    return _finish(builder, check=check)
+    return plans
