@@ -52,9 +52,10 @@ def steps(
     smaller schedule of its options) and with a pool STEP_UP above it (a faster one); None
     for a point without cascader proposals to step through, a step down from its options'
     smallest proposal (it would only find that one again), or a pool outside the space.
-    A step trial whose pool was more than it used found no new schedule there, so its step
-    up goes twice as far past what it used: sparse proposals (a multi-dimensional floor
-    whose next proposal is 40% bigger) are reached in a few doublings, not dozens of steps."""
+    A trial whose pool was more than it used found no new schedule up to its pool, so its
+    step up goes past the pool, and a step trial's twice as far past what it used: sparse
+    proposals (a multi-dimensional floor whose next proposal is 40% bigger) are reached in
+    a few doublings, not dozens of steps."""
     if not trial.params.get("enable_cascader", True):
         return None, None
     metrics = trial.user_attrs["metrics"]
@@ -63,8 +64,11 @@ def steps(
     first = metrics.get("cascader", {}).get("chosen_index") == 0
     down = None if first else (used - 1) // SRAM_ALIGN
     target = used * (1 + STEP_UP)
+    pool = trial.params[POOL] * SRAM_ALIGN
     if STEP_OF in trial.system_attrs:
-        target = max(target, used + 2 * (trial.params[POOL] * SRAM_ALIGN - used))
+        target = max(target, used + 2 * (pool - used))
+    elif pool > used:
+        target = max(target, pool + 1)
     up = -(-round(target) // SRAM_ALIGN)
     return tuple(
         {**trial.params, POOL: u} if u is not None and low_units <= u <= high_units else None

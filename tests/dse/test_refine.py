@@ -20,7 +20,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.
 def _trial(used: int, cascader: bool = True, cycles: int = 1000) -> optuna.trial.FrozenTrial:
     return optuna.trial.create_trial(
         values=[float(cycles), float(used)],
-        params={"sram_units": 4096, "enable_cascader": cascader, "max_plan_size": 10},
+        params={"sram_units": -(-used // 16), "enable_cascader": cascader, "max_plan_size": 10},
         distributions={
             "sram_units": IntDistribution(16, 65536, log=True),
             "enable_cascader": CategoricalDistribution([True, False]),
@@ -44,14 +44,17 @@ def test_steps_go_just_below_and_a_little_above_the_sram_used() -> None:
 
 def test_a_step_that_found_nothing_new_steps_up_twice_as_far() -> None:
     """A step trial asked for 51,200 B and got the 50,000 B schedule back: its step up asks
-    for 50,000 + 2 x 1,200 B; a sampled trial's pool does not widen its step."""
+    for 50,000 + 2 x 1,200 B; a sampled trial's step up goes just past its pool, or 1/32
+    past what it used when that is further."""
     stepped = _trial(50_000)
     stepped.params["sram_units"] = 3200
     stepped.system_attrs[STEP_OF] = 0
     _, up = steps(stepped, low_units=16, high_units=65536)
     assert up["sram_units"] == (50_000 + 2 * 1_200) // 16
     sampled = _trial(50_000)
-    sampled.params["sram_units"] = 3200
+    sampled.params["sram_units"] = 3300
+    assert steps(sampled, 16, 65536)[1]["sram_units"] == 3301
+    sampled.params["sram_units"] = 3130
     assert steps(sampled, 16, 65536)[1]["sram_units"] == -(-round(50_000 * 33 / 32) // 16)
 
 
