@@ -167,3 +167,9 @@ def mem2mem_cycles(system: tuple, source: str, dest: str, nbytes: float) -> floa
     return measure_mem2mem_cycles(
         pool_free_arch(system), MEM_AREAS[source], MEM_AREAS[dest], nbytes
     )
+
+
+def read_cycles(system: tuple, area: str, nbytes: float) -> float:
+    """Cycles of the NPU reading `nbytes` from `area` at its bandwidth, as Vela's model
+    charges an op's access to an area (weights read in place: no burst scaling)."""
+    return nbytes / float(pool_free_arch(system).memory_bandwidths_per_cycle[MEM_AREAS[area]])

@@ -23,7 +23,7 @@ from cascader.core.graph import CascaderGraph
 from cascader.core.part import op_before
 from cascader.ethosu.memory import SystemMemory
 from cascader.ethosu.part import EthosuPart
-from cascader.ethosu.vela_cost import mem2mem_cycles
+from cascader.ethosu.vela_cost import mem2mem_cycles, read_cycles
 from cascader.ethosu.weights import scale_bias_bytes
 from cascader.ir.boxes import Box
 from cascader.ir.errors import ScheduleError
@@ -40,7 +40,7 @@ from cascader.ir.schedule import REGION_ARENA, REGION_FAST, Buffer, Copy, Step, 
 from cascader.ir.units import ALIGN, align
 from cascader.schedule.blocks import cascader_block, fastest_block, op_cycles, whole_op_block
 from cascader.schedule.network import Network
-from cascader.schedule.plans import Plan, output_boxes
+from cascader.schedule.plans import Placement, Plan, output_boxes
 from cascader.schedule.replay import EncodedSize, PlanTrace, WholeTensor, with_buffers
 from cascader.schedule.weight_buffering import buffer_bytes, even_slices, weight_depth_slices
 
@@ -639,6 +639,116 @@ class Builder:
             if slices:
                 return replace(plan, depth_slices=slices)
         return plan
+
+    def weights_in_place(self, plan: Plan) -> Plan:
+        """A plan of one convolution that copies its weights and is striped at most in
+        depth, with the weights read in place instead (in the plan's depth stripes, or its
+        double-buffered slices) where Vela's model makes that faster: the op then takes the
+        longer of its compute and the read (`_in_place_cycles`), against its compute plus
+        the copy's exposed part (`_copied_cycles`), and needs no buffer. Forced copies
+        (`always_copy_size`) of flash-bound layers' weights made MobileNetV1's last layers
+        (its 1x1 convolutions at 7x7, its fully connected layer) 0.1-0.25 M cycles slower
+        each than reading them in place."""
+        pid = plan.output_part
+        op = self.net.ops[pid]
+        if (
+            len(plan.parts) != 1
+            or self.blocks != "fastest"
+            or not isinstance(op, Conv2D)
+            or not plan.placements[pid, 1].copy
+            or tuple(plan.output_stripe[:3]) != tuple(op.ofm.shape[:3])
+        ):
+            return plan
+        placements = dict(plan.placements)
+        for (part, slot), place in plan.placements.items():
+            if part == pid and place.copy and self.net.graph.parts[pid].inputs[slot].is_constant:
+                placements[part, slot] = Placement("tensor", self.constants)
+        bounds = plan.depth_slices
+        stripe = bounds[1] - bounds[0] if bounds else plan.output_stripe[3]
+        in_place = replace(plan, placements=placements, depth_slices=(),
+                           output_stripe=(*op.ofm.shape[:3], stripe))  # fmt: skip
+        if self._copied_cycles(plan, pid) <= self._in_place_cycles(in_place, pid):
+            return plan
+        return in_place
+
+    def _constant_stream(
+        self, pid: int, slots: set[int], block_depth: int, lo: int, hi: int
+    ) -> int:
+        """Encoded bytes of the part's weights (slot 1) and scale-bias (slot 2) among `slots`
+        for output channels [lo, hi), each stream aligned as its buffer is."""
+        nbytes = 0
+        if 1 in slots:
+            nbytes += align(self.encoded_size(pid, lo, hi, block_depth))
+        if 2 in slots:
+            nbytes += align(scale_bias_bytes(self.memory.accelerator, lo, hi, block_depth))
+        return nbytes
+
+    def _constant_slots(self, plan: Plan, pid: int, copied: bool) -> set[int]:
+        """The part's constant input slots the plan copies (`copied`) or reads in place."""
+        return {
+            slot
+            for slot in (1, 2)
+            if (pid, slot) in plan.placements
+            and self.net.graph.parts[pid].inputs[slot].is_constant
+            and plan.placements[pid, slot].copy == copied
+        }
+
+    def _copied_cycles(self, plan: Plan, pid: int) -> float:
+        """Vela's cycles of the plan's op with its weights copied (`perf._weight_copy_cycles`):
+        the first copy hides under the op before; double-buffered, the longer of the copies
+        (but the last slice's compute) and the compute; single-buffered, compute plus copies;
+        at least the read of the constants it reads in place."""
+        op = self.net.ops[pid]
+        areas = (self._input_area(plan, pid), self._output_area(plan, pid), self.cascade)
+        block = whole_op_block(self.memory, op, areas)
+        depth = op.ofm.shape[3]
+        step = min(plan.output_stripe[3], depth)
+        bounds = plan.depth_slices or (*range(0, depth, step), depth)
+        copied = self._constant_slots(plan, pid, copied=True)
+        streams = [self._constant_stream(pid, copied, block[2], lo, hi)
+                   for lo, hi in itertools.pairwise(bounds)]  # fmt: skip
+        system, constants, cascade = self.memory.system, self.constants, self.cascade
+        full = mem2mem_cycles(system, constants, cascade, sum(streams))
+        first = mem2mem_cycles(system, constants, cascade, streams[0])
+        slack = self._producer_cycles(pid)
+        compute = op_cycles(self.memory, op, block, depth)
+        if plan.depth_slices:
+            tail = compute - op_cycles(self.memory, op, block, bounds[-2])
+            npu = max(full - slack + tail, compute + max(first - slack, 0.0))
+        else:
+            npu = compute + full - min(first, slack)
+        kept = self._constant_slots(plan, pid, copied=False)
+        read = sum(self._constant_stream(pid, kept, block[2], lo, hi)
+                   for lo, hi in itertools.pairwise(bounds))  # fmt: skip
+        return max(npu, read_cycles(system, constants, read))
+
+    def _in_place_cycles(self, plan: Plan, pid: int) -> float:
+        """Vela's cycles of the op of a plan striped at most in depth reading its weights and
+        scale-bias in place, stripe by stripe: the longer of its compute and the read. Vela's
+        model fetches a convolution's weights once per OFM block of a stripe, whole blocks
+        deep, so the block it gets (the fastest for its largest stripe, as `_choose_blocks`
+        picks) must cover the whole height and width (else infinity: refetched weights cost
+        more than any copy saves), and each stripe reads as many channels as its blocks are
+        deep."""
+        op = self.net.ops[pid]
+        n, height, width, depth = op.ofm.shape
+        stripe = min(plan.output_stripe[3], depth)
+        largest = Box((0, 0, 0, 0), (n, height, width, stripe))
+        ifms, _ = self.net.input_boxes(pid, largest)
+        if stripe == depth:
+            ifms = tuple(Box.whole(t.shape) for t in feature_inputs(op))
+        areas = (self._input_area(plan, pid), self._output_area(plan, pid), self.constants)
+        block = fastest_block(self.memory, op, largest, ifms, areas)
+        if block[0] < height or block[1] < width:
+            return math.inf
+        slots, deep = self._constant_slots(plan, pid, copied=False), block[2]
+        read = 0.0
+        for lo in range(0, depth, stripe):
+            hi = min(lo + stripe, depth)
+            fetched = -(-(hi - lo) // deep) * deep / (hi - lo)
+            read += self._constant_stream(pid, slots, deep, lo, hi) * fetched
+        read = read_cycles(self.memory.system, self.constants, read)
+        return max(op_cycles(self.memory, op, block, depth), read)
 
     def _producer_cycles(self, pid: int) -> float:
         """Compute cycles of the op that produces the part's first input (whole, with its

@@ -441,6 +441,15 @@ def _deep_pointwise() -> bytes:
     return b.build()
 
 
+def _compute_bound_conv() -> bytes:
+    """A 3x3 convolution computing longer than its 72 KiB of weights take to stream in, on a
+    map wider than any block (so reading them in place would fetch them again per block)."""
+    b = ModelBuilder(0, name="compute_bound_conv")
+    x = b.conv2d(b.input((1, 24, 24, 16)), 64, kernel=1)
+    b.output(b.conv2d(x, 128, kernel=3))
+    return b.build()
+
+
 def _check_double_buffered(schedule: Schedule, part: int) -> None:
     """The part runs in output-depth slices whose weights alternate between two buffers,
     slice k+1's copy issued before slice k runs."""
@@ -491,8 +500,9 @@ def test_cascader_double_buffers_a_one_stripe_plans_copied_weights() -> None:
     """A cascader plan of one convolution in one stripe that copies its weights runs, as
     Vela's scheduler would, in output-depth slices with the weights double-buffered: slice
     k+1's copy is issued before slice k runs, the two buffers fit the plan's budget, and the
-    op costs less than copying its weights in one go."""
-    model = _deep_pointwise()
+    op costs less than copying its weights in one go. (Where the op is bound by streaming
+    its weights, it reads them in place instead: see the flash-bound test below.)"""
+    model = _compute_bound_conv()
     front = front_half(model, U55[0])
     memory = system_memory(*U55, 192 * 1024)
     options = CascaderOptions(always_copy_size=1 << 20)  # no striping: every plan one stripe
@@ -505,7 +515,7 @@ def test_cascader_double_buffers_a_one_stripe_plans_copied_weights() -> None:
     _check_double_buffered(schedule, front.network.ops.index(deep))
     _check_double_beats_single(generate(schedule, U55[0]).scheduled_ops, deep.name, memory)
     inputs = random_inputs(model, np.random.default_rng(1))
-    (expected,) = ModelReference.from_model(model, "deep_pointwise")(inputs)
+    (expected,) = ModelReference.from_model(model, "compute_bound_conv")(inputs)
     (got,) = StripedExecutor(schedule).run(inputs)
     np.testing.assert_array_equal(got.reshape(expected.shape), expected)
 
@@ -539,3 +549,50 @@ def test_cascader_double_buffers_when_the_slices_only_add_alignment() -> None:
     _check_double_buffered(schedule, conv)
     scheduled = generate(schedule, U55[0]).scheduled_ops
     _check_double_beats_single(scheduled, front.network.ops[conv].name, memory)
+
+
+def _flash_bound_tail() -> bytes:
+    """MobileNetV1's tail in small: a 1x1 convolution at 4x4 with 256 KiB of weights, then
+    (after a mean) a fully connected layer with 128 KiB; both read each weight once, so
+    streaming the weights from flash is what bounds them."""
+    b = ModelBuilder(0, name="flash_bound_tail")
+    x = b.conv2d(b.input((1, 4, 4, 512)), 512, kernel=1)
+    x = b.reshape(b.mean(x, keep_dims=False), (1, 512))
+    b.output(b.fully_connected(x, 256))
+    return b.build()
+
+
+def test_forced_weight_copies_of_flash_bound_layers_read_in_place() -> None:
+    """Copying every constant (`always_copy_size` 1 MiB) makes the cascader copy the weights
+    of flash-bound layers, where nothing hides the copy; the schedule reads them in place
+    instead (Vela never buffers a fully connected layer's weights): no weight copies for
+    them, no more SRAM than the proposal's budget, each op no slower than Vela's
+    double-buffered copy of its weights (the layer-by-layer schedule), the same output."""
+    model = _flash_bound_tail()
+    front = front_half(model, U55[0])
+    memory = system_memory(*U55, 320 * 1024)  # where Vela double-buffers the 1x1's weights
+    options = CascaderOptions(enable_striping=True, always_copy_size=1 << 20, cost_model="vela")
+    point = front.scheduler.schedule_point(memory, options)
+    schedule = point.schedule
+    assert point.fits
+    check_schedule(schedule)
+    check_allocation(schedule)
+    assert schedule.sram_bytes <= point.cascade.proposals[point.cascade.chosen_index].memory_usage
+    ops = front.network.ops
+    bound = {
+        i
+        for i, op in enumerate(ops)
+        if isinstance(op, Conv2D) and op.kind in ("conv2d", "fully_connected")
+    }
+    copied = {c.part for c in schedule.steps if isinstance(c, Copy) and c.what == "weights"}
+    assert len(bound) == 2 and not copied & bound
+    ours = {op.name: op for op in evaluate(generate(schedule, U55[0]).scheduled_ops, memory).ops}
+    vela = layer_by_layer_schedule(front.network, memory, _sizer(front, U55[0]))
+    theirs = {op.name: op for op in evaluate(generate(vela, U55[0]).scheduled_ops, memory).ops}
+    for index in bound:
+        name = ops[index].name
+        assert ours[name].total_cycles <= theirs[name].total_cycles
+    inputs = random_inputs(model, np.random.default_rng(1))
+    (expected,) = ModelReference.from_model(model, "flash_bound_tail")(inputs)
+    (got,) = StripedExecutor(schedule).run(inputs)
+    np.testing.assert_array_equal(got.reshape(expected.shape), expected)
