@@ -19,7 +19,7 @@ from optuna.trial import TrialState
 
 from dse.cli import main
 from dse.refine import STEP_OF
-from dse.space import ALWAYS_COPY_SIZES, DesignPoint
+from dse.space import ALWAYS_COPY_SIZES, DesignPoint, SearchSpace
 from dse.study import NoTicketLeft, open_storage
 from dse.tickets import fail_stale, issue, requested_trials
 
@@ -151,7 +151,8 @@ def test_only_issued_trials_are_run(tmp_path: Path) -> None:
 
 def test_a_new_study_starts_with_each_seed_kind_at_its_floor(tmp_path: Path) -> None:
     storage = f"sqlite:///{tmp_path / 'study.db'}"
-    _sweep(storage, "seeded", 12)  # three seeds: the first three seed kinds, each at its floor
+    # Three floor seeds (the first three seed kinds, each at its floor), one spine seed.
+    _sweep(storage, "seeded", 12)
     _sweep(storage, "seeded", 2)  # a continued study gets no more seeds
     study = optuna.load_study(study_name="seeded", storage=storage)
     fixed = [t.system_attrs["fixed_params"] for t in study.trials]
@@ -162,8 +163,13 @@ def test_a_new_study_starts_with_each_seed_kind_at_its_floor(tmp_path: Path) -> 
         {"enable_cascader": True, **copy_all, "buffer_weights": True},
         {"enable_cascader": False, **defaults, "buffer_weights": True},
     ]
+    # The spine seed sits on the pool ladder from the smallest floor up (SPINE_SHARE).
+    spine = fixed[3]
+    floor = min(t.user_attrs["config"]["sram_pool_bytes"] for t in study.trials[:3])
+    ladder = SearchSpace(128 * 1024, 1 << 20, cascader_optional=True).sram_ladder(low=floor)
+    assert spine and spine["sram_units"] * 16 in ladder
     # The rest are the sampler's, some of them steps along the front (dse.refine).
-    for params, trial in zip(fixed[3:], study.trials[3:], strict=True):
+    for params, trial in zip(fixed[4:], study.trials[4:], strict=True):
         assert params == {} or STEP_OF in trial.system_attrs
     for trial in study.trials[:3]:
         # Each seed fits its pool, which is the sweep's lowest or within 16 bytes of its need.
