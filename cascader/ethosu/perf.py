@@ -28,7 +28,7 @@ from cascader.ethosu.device import get_device
 from cascader.ethosu.memory import SystemMemory
 from cascader.ethosu.npu_op import NpuOpDescription
 from cascader.ethosu.perf_query import MEM_AREAS
-from cascader.ethosu.vela_cost import StripeCost, stripe_cost
+from cascader.ethosu.vela_cost import StripeCost, copied_weights_cycles, stripe_cost
 
 __all__ = ["OpPerf", "PerfReport", "ScheduledOp", "evaluate"]
 
@@ -342,10 +342,8 @@ def _weight_copy_cycles(
     bws[dest][TensorPurpose.Weights][BandwidthDirection.Write] += total
     full_copy = measure_mem2mem_cycles(arch, source, dest, total)
     first_copy = measure_mem2mem_cycles(arch, source, dest, transfers[0])
-    if op.weight_buffering == "double":
-        npu = max(full_copy - prev_slack + own_slack, op_cycles + max(first_copy - prev_slack, 0))
-    else:
-        npu = op_cycles + full_copy - min(first_copy, prev_slack)
+    double = op.weight_buffering == "double"
+    npu = copied_weights_cycles(op_cycles, full_copy, first_copy, prev_slack, own_slack, double)
     return float(npu), own_slack
 
 

@@ -169,6 +169,19 @@ def mem2mem_cycles(system: tuple, source: str, dest: str, nbytes: float) -> floa
     )
 
 
+def copied_weights_cycles(
+    compute: float, full_copy: float, first_copy: float, slack: float, tail: float, double: bool
+) -> float:
+    """NPU cycles of an op whose weights are DMA-copied before use, as Vela's
+    `estimate_full_op_performance` charges them: the first copy hides under the previous op's
+    `slack`; double-buffered, each later copy runs under the slice before, so the op takes
+    the longer of its copies (but the last slices' `tail`) and its compute; single-buffered,
+    every copy but the hidden part of the first adds to the compute."""
+    if double:
+        return max(full_copy - slack + tail, compute + max(first_copy - slack, 0.0))
+    return compute + full_copy - min(first_copy, slack)
+
+
 def read_cycles(system: tuple, area: str, nbytes: float) -> float:
     """Cycles of the NPU reading `nbytes` from `area` at its bandwidth, as Vela's model
     charges an op's access to an area (weights read in place: no burst scaling)."""

@@ -23,7 +23,7 @@ from cascader.core.graph import CascaderGraph
 from cascader.core.part import op_before
 from cascader.ethosu.memory import SystemMemory
 from cascader.ethosu.part import EthosuPart
-from cascader.ethosu.vela_cost import mem2mem_cycles, read_cycles
+from cascader.ethosu.vela_cost import copied_weights_cycles, mem2mem_cycles, read_cycles
 from cascader.ethosu.weights import scale_bias_bytes
 from cascader.ir.boxes import Box
 from cascader.ir.errors import ScheduleError
@@ -605,6 +605,19 @@ class Builder:
         tid = self.root(self.net.graph.parts[pid].output.id)
         return self.homes.get(tid, place.area or self.io)
 
+    def _copying_conv(self, plan: Plan) -> Conv2D | None:
+        """The convolution of a one-op plan that copies its weights, scheduled with the
+        fastest blocks (the plans the weight-placement rewrites below apply to); else None."""
+        op = self.net.ops[plan.output_part]
+        if (
+            len(plan.parts) != 1
+            or self.blocks != "fastest"
+            or not isinstance(op, Conv2D)
+            or not plan.placements[plan.output_part, 1].copy
+        ):
+            return None
+        return op
+
     def double_buffered(self, plan: Plan) -> Plan:
         """A plan of one convolution computed in one stripe that copies its weights whole,
         with its weights double-buffered in output-depth slices where Vela's scheduler would
@@ -615,13 +628,10 @@ class Builder:
         limit makes coarser slices) in those and the alignment of the second buffer's
         weights and scale-bias, which a split at whole blocks adds to the encoded bytes."""
         pid = plan.output_part
-        op = self.net.ops[pid]
+        op = self._copying_conv(plan)
         if (
-            len(plan.parts) != 1
-            or self.blocks != "fastest"
-            or not isinstance(op, Conv2D)
+            op is None
             or op.kind == "fully_connected"
-            or not plan.placements[pid, 1].copy
             or tuple(plan.output_stripe) != tuple(op.ofm.shape)
         ):
             return plan
@@ -653,12 +663,9 @@ class Builder:
         U65: a fully connected layer costed 3,363 cycles copied took 1,300 under Vela's
         model, and 2,611 once read in place)."""
         pid = plan.output_part
-        op = self.net.ops[pid]
+        op = self._copying_conv(plan)
         if (
-            len(plan.parts) != 1
-            or self.blocks != "fastest"
-            or not isinstance(op, Conv2D)
-            or not plan.placements[pid, 1].copy
+            op is None
             or tuple(plan.output_stripe[:3]) != tuple(op.ofm.shape[:3])
             or self.constants not in ("offchip_flash", "onchip_flash")
         ):
@@ -730,11 +737,9 @@ class Builder:
         first = mem2mem_cycles(system, constants, cascade, streams[0])
         slack = self._producer_cycles(pid)
         compute = op_cycles(self.memory, op, block, depth)
-        if plan.depth_slices:
-            tail = compute - op_cycles(self.memory, op, block, bounds[-2])
-            npu = max(full - slack + tail, compute + max(first - slack, 0.0))
-        else:
-            npu = compute + full - min(first, slack)
+        double = bool(plan.depth_slices)
+        tail = compute - op_cycles(self.memory, op, block, bounds[-2]) if double else 0.0
+        npu = copied_weights_cycles(compute, full, first, slack, tail, double)
         kept = self._constant_slots(plan, pid, copied=False)
         read = sum(self._constant_stream(pid, kept, block[2], lo, hi)
                    for lo, hi in itertools.pairwise(bounds))  # fmt: skip
