@@ -11,7 +11,7 @@ import optuna
 from cascader.point import Estimate
 from dse.space import DesignPoint, SearchSpace
 from dse.study import StudySettings
-from dse.tickets import worker_id
+from dse.tickets import ticket_storage, worker_id
 
 # An evaluator scores one point: the model's (Vela's model over the point's schedule) or a
 # graph's (the cascader's own cost); both return the typed Estimate trials store.
@@ -62,14 +62,19 @@ def make_objective(
     worker = worker_id()
 
     def objective(trial: optuna.Trial) -> list[float]:
-        trial.set_user_attr("worker", worker)
-        point = space.suggest(trial)
+        # The point is stored before it is evaluated (a retry of a killed worker's trial
+        # runs the same point), its results after, each in one transaction.
+        storage = ticket_storage(trial.study)
+        with storage.batched(trial._trial_id):
+            trial.set_user_attr("worker", worker)
+            point = space.suggest(trial)
         estimate = evaluate(point)
-        trial.set_constraint(FEASIBILITY, overflow_kib(estimate, point.sram_pool_bytes))
-        trial.set_user_attr("config", point.to_json())
-        trial.set_user_attr("metrics", estimate.to_json())
-        trial.set_user_attr("model_sha256", settings.source_sha256)
-        trial.set_user_attr("versions", versions)
+        with storage.batched(trial._trial_id):
+            trial.set_constraint(FEASIBILITY, overflow_kib(estimate, point.sram_pool_bytes))
+            trial.set_user_attr("config", point.to_json())
+            trial.set_user_attr("metrics", estimate.to_json())
+            trial.set_user_attr("model_sha256", settings.source_sha256)
+            trial.set_user_attr("versions", versions)
         return objective_values(estimate, settings.objectives)
 
     return objective

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import warnings
 import weakref
-from collections.abc import Collection, Container, Sequence
+from collections.abc import Callable, Collection, Container, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -157,7 +158,33 @@ class TicketStorage(RDBStorage):
         # the copy too, any other write forgets the copy).
         self._known: dict[int, dict[int, FrozenTrial]] = {}
         self._claimed: set[int] = set()
+        # Writes of the trial in `batched`, held for its one transaction.
+        self._batch: tuple[int, list[Callable[[Any], None]]] | None = None
         super().__init__(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def batched(self, trial_id: int) -> Iterator[None]:
+        """The trial's parameter and attribute writes inside the block go to the database in
+        one transaction at its end, as they would one by one (each read of the trial from
+        this storage sees them at once, from its copy): a trial wrote a score of times, each
+        its own transaction, which on a small model cost more than Vela compiling it."""
+        self._batch = (trial_id, [])
+        try:
+            yield
+        finally:
+            _, writes = self._batch
+            self._batch = None
+            if writes:
+                with _create_scoped_session(self.scoped_session, True) as session:
+                    for write in writes:
+                        write(session)
+
+    def _held(self, trial_id: int, write: Callable[[Any], None]) -> bool:
+        """Hold `write` (of a session) for the batch of `trial_id`; False when none is open."""
+        if self._batch is None or self._batch[0] != trial_id:
+            return False
+        self._batch[1].append(write)
+        return True
 
     def _create_new_trial(
         self, study_id: int, template_trial: FrozenTrial | None = None
@@ -275,9 +302,16 @@ class TicketStorage(RDBStorage):
         distribution: BaseDistribution,
         previous_distribution: BaseDistribution | None,
     ) -> None:
-        super()._set_trial_param(
-            trial_id, param_name, param_value_internal, distribution, previous_distribution
-        )
+        def write(session) -> None:
+            self._set_trial_param_without_commit(
+                session, trial_id, param_name, param_value_internal, distribution,
+                previous_distribution,
+            )  # fmt: skip
+
+        if not self._held(trial_id, write):
+            super()._set_trial_param(
+                trial_id, param_name, param_value_internal, distribution, previous_distribution
+            )
         trial = self._copy_of(trial_id)
         if trial is not None:  # as a read gives it back: the distribution is stored as JSON
             stored = json_to_distribution(distribution_to_json(distribution))
@@ -285,16 +319,31 @@ class TicketStorage(RDBStorage):
             trial.distributions[param_name] = stored
 
     def set_trial_user_attr(self, trial_id: int, key: str, value: Any) -> None:
-        super().set_trial_user_attr(trial_id, key, value)
+        self._set_attr(rdb_models.TrialUserAttributeModel, trial_id, key, value)
         trial = self._copy_of(trial_id)
         if trial is not None:  # stored as JSON, read back as JSON
             trial.user_attrs[key] = json.loads(json.dumps(value))
 
     def set_trial_system_attr(self, trial_id: int, key: str, value: Any) -> None:
-        super().set_trial_system_attr(trial_id, key, value)
+        self._set_attr(rdb_models.TrialSystemAttributeModel, trial_id, key, value)
         trial = self._copy_of(trial_id)
         if trial is not None:
             trial.system_attrs[key] = json.loads(json.dumps(value))
+
+    def _set_attr(self, model: type, trial_id: int, key: str, value: Any) -> None:
+        def write(session) -> None:
+            self._set_trial_attr_without_commit(session, model, trial_id, key, value)
+
+        if not self._held(trial_id, write):
+            with _create_scoped_session(self.scoped_session, True) as session:
+                write(session)
+
+    def get_trial_system_attrs(self, trial_id: int) -> dict[str, Any]:
+        """From the copy of a trial this process runs (`Trial.set_constraint` reads them)."""
+        found = self._copy_of(trial_id)
+        if found is None or found.state != TrialState.RUNNING:
+            return super().get_trial_system_attrs(trial_id)
+        return dict(found.system_attrs)
 
     def set_trial_intermediate_value(self, trial_id: int, step: int, value: float) -> None:
         self._forget(trial_id)

@@ -83,10 +83,10 @@ def issue(
         return 0
     key = f"{REQUEST_PREFIX}{time.time_ns()}.{worker_id()}"
     request = (key, {"trials": len(points), "by": by})
-    return _tickets(study).issue_tickets(study._study_id, request, points, seeded)
+    return ticket_storage(study).issue_tickets(study._study_id, request, points, seeded)
 
 
-def _tickets(study: optuna.Study) -> TicketStorage:
+def ticket_storage(study: optuna.Study) -> TicketStorage:
     """The study's TicketStorage (Optuna wraps an RDB storage in its cache; it is pinned)."""
     storage = getattr(study._storage, "_backend", study._storage)
     assert isinstance(storage, TicketStorage), "open studies with dse.study.open_storage"
