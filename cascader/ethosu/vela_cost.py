@@ -59,14 +59,20 @@ def fastest_block(
     device = get_device(accelerator)
     ifm_area, ofm_area, weights_area = (MEM_AREAS[a] for a in areas)
     ofm_bits = NpuOpDescription.dtype_bits(desc.ofm_dtype)
-    best: tuple[float, tuple[int, int, int]] | None = None
-    for hwd in valid_blocks(accelerator, desc):
+    best: tuple[float, int, tuple[int, int, int]] | None = None
+    blocks = valid_blocks(accelerator, desc)
+    # The largest blocks first: they are mostly the fastest, and a block whose compute alone
+    # does not beat the best score so far is not costed further.
+    for index in sorted(range(len(blocks)), key=lambda i: -_volume(blocks[i])):
+        hwd = blocks[index]
         try:
             config = device.vela_block_config(desc, hwd)
         except ValueError:
             continue
         query = performance_query(desc, config, areas[0], areas[1])
         cycles = measure_cycle_cost(arch, desc.vela_op, desc.faf_op, query).op_cycles
+        if best is not None and (cycles, index) >= best[:2]:
+            continue
         access = measure_element_access(arch, query)
         moved = {ifm_area: 0.0, ofm_area: 0.0, weights_area: 0.0}
         moved[weights_area] += access.const_read[0]
@@ -82,11 +88,15 @@ def fastest_block(
             float(cycles),
             *(n / float(arch.memory_bandwidths_per_cycle[a]) for a, n in moved.items()),
         )
-        if best is None or score < best[0]:
-            best = (score, hwd)
+        if best is None or (score, index) < best[:2]:
+            best = (score, index, hwd)
     if best is None:
         raise ScheduleError(f"no valid block config for {desc}")
-    return best[1]
+    return best[2]
+
+
+def _volume(block: tuple[int, int, int]) -> int:
+    return block[0] * block[1] * block[2]
 
 
 @dataclass(frozen=True)
