@@ -8,11 +8,17 @@ or two up; each costs only a schedule and a score (the proposals are cached). So
 three sampler trials, while some front point has a step not tried yet, run the step into the
 front's largest gap instead of a sampled point; the rest stay with the sampler. (Several
 processes sharing a study step only when no other trial is running, see next_step.)
+
+A gap of the front wider than PROBE_GAP is also probed at its middle (`gap_probes`), with the
+options of the points just above it: each pool takes the proposal the cascader ranks fastest
+within it, by its own cost rather than Vela's, so an option set's schedule at a pool inside
+the gap can be one that a step down from the point above it skips.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -26,6 +32,7 @@ from dse.front import pareto_front
 from dse.space import SRAM_ALIGN
 
 STEP_OF = "dse.step_of"  # system attr: the front trial a step trial came from
+PROBE_OF = "dse.probe_of"  # system attr: the trial whose options a gap probe took
 POOL = "sram_units"  # the pool parameter, in SRAM_ALIGN units
 # Of every STEP_CYCLE sampler trials, all but one step while a step is left. A step costs a
 # schedule (about 0.05 s on MobileNetV2) where a sampled trial of a new option set costs a
@@ -112,13 +119,63 @@ def _gap(front: list[tuple[float, float]], srams: list[float], sram: float, up: 
     return (sb - sa) * max(0.0, ca - cb)
 
 
+# A front gap wider than this SRAM ratio is probed at its middle: steps of STEP_UP from its
+# lower end take a dozen trials to cross it, and a step down from its upper end only finds
+# that option set's next proposal. On ResNet-50-like, U65 Dedicated_Sram, a sweep's front
+# jumped from 69,344 B (39.22 M cycles) to 146,944 B (28.62 M), the step down from the latter
+# found its 1,024 B proposal, and the `vela` cost model's defaults give 87,344 B (29.73 M) at
+# the gap's middle, 100,944 B.
+PROBE_GAP = 1.25
+# A gap's middle is probed with the options of the nearest few distinct option sets near the
+# front above the gap, each once: one that ran at a pool inside the gap has shown its
+# schedule there. A gap none of them fills is left to the sampler.
+PROBE_SETS = 3
+
+
+def _options_key(params: dict[str, Any]) -> tuple:
+    return _params_key({**params, POOL: None})
+
+
+def gap_probes(
+    front: list[FrozenTrial], trials: list[FrozenTrial], low_units: int, high_units: int
+) -> list[tuple[float, FrozenTrial, dict[str, Any]]]:
+    """For each gap of the `front` of the completed `trials` wider than PROBE_GAP: its area (as
+    `_gap`) and, of the PROBE_SETS nearest option sets near the front at or above its upper
+    end, each one no trial ran at a pool inside the gap, with the aligned pool at the gap's
+    geometric middle (in `_cost`'s log scale), beside the trial it came from. An option set
+    run before costs only a schedule there."""
+    near = sorted((_cost(t), t.number, t) for t in near_front(trials))
+    probes = []
+    for (sa, ca), (sb, cb) in itertools.pairwise(sorted(map(_cost, front))):
+        units = round(math.exp((sa + sb) / 2) / SRAM_ALIGN) - 1
+        if sb - sa <= math.log(PROBE_GAP) or not low_units <= units <= high_units:
+            continue
+        origins: dict[tuple, FrozenTrial] = {}
+        for (sram, _), _, origin in near:
+            if sram >= sb and len(origins) < PROBE_SETS:
+                origins.setdefault(_options_key(origin.params), origin)
+        inside = {
+            _options_key(t.params)
+            for t in trials
+            if sa < math.log((t.params[POOL] + 1) * SRAM_ALIGN) < sb
+        }
+        probes += [
+            ((sb - sa) * (ca - cb), origin, {**origin.params, POOL: units})
+            for key, origin in origins.items()
+            if key not in inside
+        ]
+    return probes
+
+
 def next_step(
     study: Study, trial: FrozenTrial, low_units: int, high_units: int
-) -> tuple[int, dict[str, Any]] | None:
-    """The step no trial has taken yet, from a point near the front, into the front's
-    largest gap (ties: the smaller SRAM, down before up); none while another trial runs. A
-    trial is RUNNING before its sampler is asked, so of two processes choosing at once the
-    later one sees the other and leaves the steps alone: no step is ever taken twice."""
+) -> tuple[str, int, dict[str, Any]] | None:
+    """The refinement no trial has taken yet into the front's largest gap: a step from a
+    point near the front (ties: the smaller SRAM, down before up) or, on a tie after the
+    steps, a gap probe (`gap_probes`); with the system attr that marks it (STEP_OF or
+    PROBE_OF) and its origin trial. None while another trial runs: a trial is RUNNING
+    before its sampler is asked, so of two processes choosing at once the later one sees
+    the other and leaves the refinements alone, and none is ever taken twice."""
     trials = study.get_trials(deepcopy=False, states=_TAKEN)
     taken = set()
     for t in trials:
@@ -127,17 +184,24 @@ def next_step(
         params = t.system_attrs.get("fixed_params") or t.params
         taken.add(_params_key(params))
     completed = [t for t in trials if t.state == TrialState.COMPLETE]
-    front = sorted(_cost(t) for t in pareto_front(study, completed))
+    front_trials = pareto_front(study, completed)
+    front = sorted(map(_cost, front_trials))
     srams = [s for s, _ in front]
-    best: tuple[float, int, dict[str, Any]] | None = None
-    for origin in near_front(completed):
-        sram, _ = _cost(origin)
-        for up, params in enumerate(steps(origin, low_units, high_units)):
-            if params is None or _params_key(params) in taken:
-                continue
-            gap = _gap(front, srams, sram, bool(up))
-            if best is None or gap > best[0]:
-                best = (gap, origin.number, params)
+    candidates = [
+        (_gap(front, srams, _cost(origin)[0], bool(up)), STEP_OF, origin, params)
+        for origin in near_front(completed)
+        for up, params in enumerate(steps(origin, low_units, high_units))
+    ]
+    candidates += [
+        (gap, PROBE_OF, origin, params)
+        for gap, origin, params in gap_probes(front_trials, completed, low_units, high_units)
+    ]
+    best: tuple[float, str, int, dict[str, Any]] | None = None
+    for gap, attr, origin, params in candidates:
+        if params is None or _params_key(params) in taken:
+            continue
+        if best is None or gap > best[0]:
+            best = (gap, attr, origin.number, params)
     return None if best is None else best[1:]
 
 
@@ -178,14 +242,14 @@ class FrontStepSampler(BaseSampler):
         if not trial.system_attrs.get("fixed_params") and trial.number % STEP_CYCLE:
             found = next_step(study, trial, self.low_units, self.high_units)
             if found is not None:
-                origin, params = found
+                attr, origin, params = found
                 # optuna.Trial reads the fixed parameters right after this hook, from the same
                 # frozen trial; the storage keeps them for a retry of this trial.
                 storage = study._storage
                 storage.set_trial_system_attr(trial._trial_id, "fixed_params", params)
-                storage.set_trial_system_attr(trial._trial_id, STEP_OF, origin)
+                storage.set_trial_system_attr(trial._trial_id, attr, origin)
                 trial.system_attrs["fixed_params"] = params
-                trial.system_attrs[STEP_OF] = origin
+                trial.system_attrs[attr] = origin
         self.base.before_trial(study, trial)
 
     def infer_relative_search_space(

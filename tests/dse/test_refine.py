@@ -3,28 +3,47 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
 import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution, IntDistribution
+from optuna.trial import TrialState
 
+from cascader.testing.networks import mobilenet_like
 from dse.cli import main
-from dse.refine import STEP_OF, above_floor, floor_units, near_front, next_step, steps
-from dse.space import SearchSpace
+from dse.evaluators import make_evaluator
+from dse.front import pareto_front
+from dse.objective import make_objective
+from dse.refine import (
+    PROBE_OF,
+    STEP_OF,
+    above_floor,
+    floor_units,
+    gap_probes,
+    near_front,
+    next_step,
+    steps,
+)
+from dse.space import SRAM_ALIGN, DesignPoint, SearchSpace
+from dse.study import StudySettings, directions, model_sha256, open_storage
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 
 
-def _trial(used: int, cascader: bool = True, cycles: int = 1000) -> optuna.trial.FrozenTrial:
+def _trial(
+    used: int, cascader: bool = True, cycles: int = 1000, plan: int = 10, pool: int | None = None
+) -> optuna.trial.FrozenTrial:
+    units = -(-(used if pool is None else pool) // 16)
     return optuna.trial.create_trial(
         values=[float(cycles), float(used)],
-        params={"sram_units": -(-used // 16), "enable_cascader": cascader, "max_plan_size": 10},
+        params={"sram_units": units, "enable_cascader": cascader, "max_plan_size": plan},
         distributions={
             "sram_units": IntDistribution(16, 65536, log=True),
             "enable_cascader": CategoricalDistribution([True, False]),
-            "max_plan_size": CategoricalDistribution([2, 10]),
+            "max_plan_size": CategoricalDistribution([2, 4, 6, 10]),
         },
         user_attrs={
             "metrics": {"sram_used_bytes": used, "total_cycles": cycles, "fits": True},
@@ -84,14 +103,36 @@ def test_the_largest_gap_of_the_front_is_stepped_into_first() -> None:
     for used, cycles in ((10_000, 9_000), (40_000, 1_000), (41_000, 990)):
         study.add_trial(_trial(used, cycles=cycles))
     running = study.ask()
-    origin, params = next_step(study, study.trials[-1], low_units=16, high_units=65536)
+    attr, origin, params = next_step(study, study.trials[-1], low_units=16, high_units=65536)
     # The first point's step up and the second's step down both enter the wide gap; the
     # smaller SRAM goes first.
-    assert origin == 0
+    assert (attr, origin) == (STEP_OF, 0)
     assert params == steps(study.trials[0], 16, 65536)[1]
     # Another process's running trial holds every step back.
     assert next_step(study, study.trials[0], low_units=16, high_units=65536) is None
     study.tell(running, [5.0, 5.0])
+
+
+def test_a_wide_gap_is_probed_at_its_middle_with_the_option_sets_above_it() -> None:
+    """Each of the nearest PROBE_SETS option sets near the front above a gap wider than
+    PROBE_GAP, at the gap's geometric middle, unless it ran at a pool inside the gap."""
+    plans = (2, 4, 6, 10)
+    trials = [_trial(10_000, cycles=9_000, cascader=False), _trial(11_000, cycles=8_900)]
+    trials += [_trial(40_000 + 1_000 * i, cycles=1_000 - i, plan=p) for i, p in enumerate(plans)]
+    front = pareto_front(optuna.create_study(directions=["minimize"] * 2), trials)
+    probes = gap_probes(front, trials, low_units=16, high_units=65536)
+    # Only the 11,000..40,000 B gap is wide; of the four option sets above it, the nearest three.
+    middle = round(math.sqrt((11_000 + 16) * (40_000 + 16)) / 16) - 1
+    assert [p[2] for p in probes] == [
+        {"sram_units": middle, "enable_cascader": True, "max_plan_size": plan} for plan in plans[:3]
+    ]
+    area = (math.log(40_016) - math.log(11_016)) * (math.log(8_901) - math.log(1_001))
+    assert [p[1].number for p in probes] == [t.number for t in trials[2:5]]
+    assert all(math.isclose(p[0], area) for p in probes)
+    # An option set that ran at a pool inside the gap has shown its schedule there.
+    tried = _trial(11_000, cycles=9_500, plan=4, pool=20_000)
+    probes = gap_probes(front, [*trials, tried], 16, 65536)
+    assert [p[2]["max_plan_size"] for p in probes] == [2, 6]
 
 
 def test_points_near_the_front_step_too() -> None:
@@ -125,6 +166,10 @@ def test_a_sweep_steps_from_front_points_and_runs_exactly_the_trials_asked(
             metrics = trial.user_attrs["metrics"]
             assert not metrics["fits"] or metrics["sram_used_bytes"] < used
     assert len({json.dumps(t.params, sort_keys=True) for t in stepped}) == len(stepped)
+    for trial in (t for t in trials if PROBE_OF in t.system_attrs):  # a gap probe: same options
+        origin = by_number[trial.system_attrs[PROBE_OF]]
+        assert origin.number < trial.number
+        assert {**trial.params, "sram_units": 0} == {**origin.params, "sram_units": 0}
     for trial in trials:  # a cascaded point says which of how many proposals it scheduled
         cascader = trial.user_attrs["metrics"]["cascader"]
         if trial.params["enable_cascader"]:
@@ -171,3 +216,44 @@ def test_spine_seeds_start_at_the_smallest_floor_and_take_kinds_that_fit() -> No
     # Unprobed, the spine spans the whole range in turn, as before.
     unprobed = space.seed_points(6)
     assert unprobed[0]["sram_units"] * 16 == 16 * 1024
+
+
+def test_a_gap_probe_on_a_real_model_fills_the_gap_with_cached_proposals(tmp_path: Path) -> None:
+    """On a builder network (U65, Dedicated_Sram), a front of the cascader off at 0 B and the
+    `vela` cost model's defaults at 1 MiB is probed at the middle of the gap with the latter's
+    options: the probe reuses their proposals and finds a schedule in the gap that beats the
+    cascader off; that option set is not probed there again."""
+    model = tmp_path / "mobilenet_like.tflite"
+    model.write_bytes(mobilenet_like().build())
+    settings = StudySettings("model", str(model), model_sha256(model), "ethos-u65-256",
+                             "Ethos_U65_High_End", "Dedicated_Sram", None, 256, 4 << 20,
+                             ("cycles", "sram"), "default")  # fmt: skip
+    space = SearchSpace(settings.sram_min, settings.sram_max, cascader_optional=True)
+    evaluate = make_evaluator(settings)
+    objective = make_objective(settings, space, evaluate)
+    storage = open_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat=False)
+    study = optuna.create_study(storage=storage, directions=directions(settings.objectives))
+    for point in (DesignPoint(256, enable_cascader=False, buffer_weights=False),
+                  DesignPoint(1 << 20, cost_model="vela")):  # fmt: skip
+        study.enqueue_trial(space.params_of(point))
+    study.optimize(objective, n_trials=2)
+    low, high = space.low // SRAM_ALIGN, space.high // SRAM_ALIGN
+    trials = study.get_trials(states=(TrialState.COMPLETE,))
+    off, vela = (t.user_attrs["metrics"] for t in trials)
+    assert off["sram_used_bytes"] == 0 < vela["sram_used_bytes"]
+    (probe,) = gap_probes(pareto_front(study, trials), trials, low, high)
+    origin, params = probe[1], dict(probe[2])
+    middle = math.sqrt(SRAM_ALIGN * (vela["sram_used_bytes"] + SRAM_ALIGN)) - SRAM_ALIGN
+    assert origin.number == 1 and abs(params.pop("sram_units") * SRAM_ALIGN - middle) < 16
+    assert params == {k: v for k, v in origin.params.items() if k != "sram_units"}
+    runs = evaluate.cache["proposals"].misses
+    study.enqueue_trial(probe[2])
+    study.optimize(objective, n_trials=1)
+    assert evaluate.cache["proposals"].misses == runs  # no new cascader run
+    found = study.trials[-1].user_attrs["metrics"]
+    assert found["fits"] and 0 < found["sram_used_bytes"] < vela["sram_used_bytes"]
+    assert found["total_cycles"] < off["total_cycles"]
+    trials = study.get_trials(states=(TrialState.COMPLETE,))
+    again = gap_probes(pareto_front(study, trials), trials, low, high)
+    assert all(not (found["sram_used_bytes"] < p[2]["sram_units"] * SRAM_ALIGN
+                    < vela["sram_used_bytes"]) for p in again)  # fmt: skip
