@@ -9,10 +9,11 @@ three sampler trials, while some front point has a step not tried yet, run the s
 front's largest gap instead of a sampled point; the rest stay with the sampler. (Several
 processes sharing a study step only when no other trial is running, see next_step.)
 
-A gap of the front wider than PROBE_GAP is also probed at its middle (`gap_probes`), with the
-options of the points just above it: each pool takes the proposal the cascader ranks fastest
+A gap of the front wider than PROBE_GAP is also probed (`gap_probes`): at its middle with the
+options of the points just above it (each pool takes the proposal the cascader ranks fastest
 within it, by its own cost rather than Vela's, so an option set's schedule at a pool inside
-the gap can be one that a step down from the point above it skips.
+the gap can be one that a step down from the point above it skips), and just below its upper
+end with mixes of its two ends' options (`crossings`).
 """
 
 from __future__ import annotations
@@ -136,19 +137,41 @@ def _options_key(params: dict[str, Any]) -> tuple:
     return _params_key({**params, POOL: None})
 
 
+def crossings(low: FrozenTrial, high: FrozenTrial) -> list[dict[str, Any]]:
+    """The option sets between two cascaded front points: the lower one's options with one
+    option taken from the higher one, for each option they differ in (none when either
+    point is not cascaded: their options are not comparable). The ends of a gap are often
+    two seed kinds a few options apart, and a schedule between them, faster than the lower
+    and smaller than the higher, often comes from a mix: on mobilenet_v2_100_224, U55, the
+    `vela` model's smallest kind (multi-dimensional striping, stripe factors 2) at 263,872 B
+    and its copy-nothing kind (one axis, factors 5) at 358,400 B; with factors 5 and both
+    striping axes it schedules 354,992 B at 5.89 M cycles, beating Vela's 361,984 B point."""
+    a, b = low.params, high.params
+    if (
+        not (a.get("enable_cascader", True) and b.get("enable_cascader", True))
+        or a.keys() != b.keys()
+    ):
+        return []
+    return [{**a, key: b[key]} for key in sorted(a) if key != POOL and a[key] != b[key]]
+
+
 def gap_probes(
     front: list[FrozenTrial], trials: list[FrozenTrial], low_units: int, high_units: int
 ) -> list[tuple[float, FrozenTrial, dict[str, Any]]]:
     """For each gap of the `front` of the completed `trials` wider than PROBE_GAP: its area (as
-    `_gap`) and, of the PROBE_SETS nearest option sets near the front at or above its upper
-    end, each one no trial ran at a pool inside the gap, with the aligned pool at the gap's
-    geometric middle (in `_cost`'s log scale), beside the trial it came from. An option set
-    run before costs only a schedule there."""
+    `_gap`) and the option sets to try inside it, each beside the trial it came from, unless
+    a trial of that option set ran at a pool inside the gap: of the PROBE_SETS nearest
+    option sets near the front at or above its upper end, each at the aligned pool at the
+    gap's geometric middle (in `_cost`'s log scale); then the `crossings` of its two ends, at
+    the largest pool below the upper end's SRAM. An option set run before costs only a
+    schedule there; a crossing is new options, a cascader run."""
     near = sorted((_cost(t), t.number, t) for t in near_front(trials))
     probes = []
-    for (sa, ca), (sb, cb) in itertools.pairwise(sorted(map(_cost, front))):
+    ends = sorted((_cost(t), t.number, t) for t in front)
+    for ((sa, ca), _, low), ((sb, cb), _, high) in itertools.pairwise(ends):
         units = round(math.exp((sa + sb) / 2) / SRAM_ALIGN) - 1
-        if sb - sa <= math.log(PROBE_GAP) or not low_units <= units <= high_units:
+        below = (high.user_attrs["metrics"]["sram_used_bytes"] - 1) // SRAM_ALIGN
+        if sb - sa <= math.log(PROBE_GAP) or not low_units <= units <= below <= high_units:
             continue
         origins: dict[tuple, FrozenTrial] = {}
         for (sram, _), _, origin in near:
@@ -159,11 +182,10 @@ def gap_probes(
             for t in trials
             if sa < math.log((t.params[POOL] + 1) * SRAM_ALIGN) < sb
         }
-        probes += [
-            ((sb - sa) * (ca - cb), origin, {**origin.params, POOL: units})
-            for key, origin in origins.items()
-            if key not in inside
-        ]
+        area = (sb - sa) * (ca - cb)
+        tries = [(origin, {**origin.params, POOL: units}) for origin in origins.values()]
+        tries += [(low, {**mix, POOL: below}) for mix in crossings(low, high)]
+        probes += [(area, origin, p) for origin, p in tries if _options_key(p) not in inside]
     return probes
 
 
