@@ -19,7 +19,7 @@ from pathlib import Path
 from cascader.core.collector import collector_paused
 from cascader.core.lru import LruCache
 from cascader.core.options import CascaderOptions
-from cascader.ethosu.codegen import Compiled, generate
+from cascader.ethosu.codegen import Compiled, generate, scored_ops
 from cascader.ethosu.memory import SystemMemory
 from cascader.ethosu.perf import evaluate
 from cascader.frontend.passes import front_half
@@ -130,8 +130,12 @@ class Session:
                     memory, None, buffer_weights=config.buffer_weights
                 )
             )
-            compiled = generate(point.schedule, memory.accelerator, command_streams=command_streams)
-            scored = (point.schedule.sram_bytes, evaluate(compiled.scheduled_ops, memory))
+            if command_streams:
+                compiled = generate(point.schedule, memory.accelerator)
+                ops = compiled.scheduled_ops
+            else:
+                ops = scored_ops(point.schedule, memory.accelerator)
+            scored = (point.schedule.sram_bytes, evaluate(ops, memory))
             self.scores.keep(content, scored)
         sram_used, report = scored
         model = (self.model_name, self.front.sha256, self.front.host_ops)

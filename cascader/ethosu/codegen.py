@@ -73,6 +73,7 @@ __all__ = [
     "Compiled",
     "FunctionStream",
     "generate",
+    "scored_ops",
 ]
 
 _DTYPES = {
@@ -324,8 +325,20 @@ class Compiled:
     scheduled_ops: list[ScheduledOp] = field(default_factory=list)
 
 
+def _share_key(stripe: Stripe, lut_index: int) -> tuple:
+    """What a stripe's operation depends on besides its addresses, when its op reads its
+    inputs in the shapes they were made in (see `_Emitter.reshaped`)."""
+    ifms = tuple((box.shape, index) for box, index, _ in stripe.ifms)
+    return (stripe.part, lut_index, stripe.ofm_buffer, stripe.ofm.shape, ifms, stripe.padding,
+            stripe.block, stripe.channels, stripe.weights_buffer, stripe.bias_buffer)  # fmt: skip
+
+
 class _Emitter:
-    def __init__(self, schedule: Schedule, accelerator: str) -> None:
+    """Emits a schedule's operations. With `share`, equal stripes of a part (the same
+    shapes, buffers, channels and block) get one operation: the evaluator's input, for
+    which a part's many interior stripes are the same operation at other addresses."""
+
+    def __init__(self, schedule: Schedule, accelerator: str, share: bool = False) -> None:
         self.schedule = schedule
         self.accelerator = accelerator
         self.pool = _ConstantPool()
@@ -339,6 +352,8 @@ class _Emitter:
         self.encoded: dict[tuple[str, int, int, int], list[bytes]] = {}
         self.ranges: dict[tuple[str, int, int, int, int], list[NpuAddressRange]] = {}
         self._fixed: dict[int, tuple] = {}
+        self.shared: dict[tuple, NpuBlockOperation | None] | None = {} if share else None
+        self.reshaped = False  # set when a stripe's operation depends on more than its key
 
     def area(self, region: int) -> str:
         if region == REGION_CONSTANTS:
@@ -446,10 +461,24 @@ class _Emitter:
         if act is not None and act.kind == "LUT":
             lut_index, dma = self.lut(act)
             before += dma
-        out = self.buffers[stripe.ofm_buffer]
-        ofm_box = stripe.ofm
         if isinstance(op, Identity) and op.ifm.shape != op.ofm.shape:
             return before + self.block_copy(op, stripe)
+        if self.shared is None:
+            return [*before, self.block_op(op, stripe, lut_index)]
+        key = _share_key(stripe, lut_index)
+        npu = self.shared.get(key)
+        if npu is None:
+            self.reshaped = False
+            npu = self.block_op(op, stripe, lut_index)
+            if key not in self.shared:
+                self.shared[key] = None if self.reshaped else npu
+        return [*before, npu]
+
+    def block_op(self, op: NpuOp, stripe: Stripe, lut_index: int) -> NpuBlockOperation:
+        """The stripe's operation (not a block copy), its LUT in slot `lut_index`."""
+        out = self.buffers[stripe.ofm_buffer]
+        ofm_box = stripe.ofm
+        act = getattr(op, "activation", None)
         npu: NpuBlockOperation
         if isinstance(op, Conv2D):
             npu = NpuConvDepthWiseOperation() if op.kind == "depthwise_conv2d" else (
@@ -496,7 +525,7 @@ class _Emitter:
         )
         npu.block_config = NpuShape3D(*stripe.block)
         npu.name = op.name
-        return [*before, npu]
+        return npu
 
     def fixed(self, part: int, op: NpuOp) -> tuple:
         """What every stripe of a part shares, worked out once per schedule: (kernel, a
@@ -543,6 +572,7 @@ class _Emitter:
         own = net.own_ops[stripe.part]
         if own.ifm.shape == net.ops[stripe.part].ifm.shape:
             return stripe.padding
+        self.reshaped = True
         _, padding = input_boxes(own, stripe.ofm)
         return padding
 
@@ -566,6 +596,7 @@ class _Emitter:
                 f"{own.name} reads {tensor.name} as {view.shape} from a {buf.kind} "
                 f"{buf.layout.value} buffer; only a whole NHWC tensor reads under another shape"
             )
+        self.reshaped = True
         boxes, _ = input_boxes(own, stripe.ofm)
         viewed = _feature_map(view, boxes[slot], replace(buf, frame=view.shape), (0, 0, 0, 0))
         return _input(tensor, viewed)
@@ -637,6 +668,32 @@ def generate(schedule: Schedule, accelerator: str, command_streams: bool = True)
     """Vela API operations for every step of `schedule`, per NPU function; with
     `command_streams` also each function's register command stream and driver payload."""
     emitter = _Emitter(schedule, accelerator)
+    functions, scheduled = _emit(emitter)
+    target = npu_accelerator(accelerator)
+    if command_streams:
+        for stream in functions:
+            words = npu_generate_register_command_stream(stream.operations, target)
+            stream.command_stream = np.asarray(words, dtype="<u4").tobytes()
+            stream.driver_payload = bytes(npu_create_driver_payload(words, target))
+    return Compiled(
+        functions,
+        bytes(emitter.pool.data),
+        schedule.arena_bytes,
+        schedule.scratch_bytes,
+        scheduled,
+    )
+
+
+def scored_ops(schedule: Schedule, accelerator: str) -> list[ScheduledOp]:
+    """The evaluator's input alone, as `generate` gives it, but equal stripes of a part
+    share one operation (whose addresses are the first's): a point's score is most of its
+    time, and most of a part's stripes are equal."""
+    return _emit(_Emitter(schedule, accelerator, share=True))[1]
+
+
+def _emit(emitter: _Emitter) -> tuple[list[FunctionStream], list[ScheduledOp]]:
+    """Per NPU function its operations, and per op the scheduled stripes for the evaluator."""
+    schedule = emitter.schedule
     net = schedule.network
     streams: dict[int, FunctionStream] = {}
     per_part: dict[int, dict] = {}
@@ -685,20 +742,7 @@ def generate(schedule: Schedule, accelerator: str, command_streams: bool = True)
     scheduled = [
         _scheduled_op(emitter, net.ops[p], per_part[p], tuple(fm_copies.get(p, ()))) for p in order
     ]
-    functions = [streams[k] for k in sorted(streams)]
-    target = npu_accelerator(accelerator)
-    if command_streams:
-        for stream in functions:
-            words = npu_generate_register_command_stream(stream.operations, target)
-            stream.command_stream = np.asarray(words, dtype="<u4").tobytes()
-            stream.driver_payload = bytes(npu_create_driver_payload(words, target))
-    return Compiled(
-        functions,
-        bytes(emitter.pool.data),
-        schedule.arena_bytes,
-        schedule.scratch_bytes,
-        scheduled,
-    )
+    return [streams[k] for k in sorted(streams)], scheduled
 
 
 def _scheduled_op(

@@ -195,8 +195,14 @@ def _evaluate_op(op: ScheduledOp, memory: SystemMemory, prev_slack: float) -> tu
     scaled = make_bandwidth_array()  # the same, scaled by each area's transfer efficiency
     copied = op.weight_source_area is not None
     system = memory.system
-    descs = [NpuOpDescription.from_npu_op(stripe) for stripe in op.stripes]
-    costs = [_cost(system, op, d, s) for d, s in zip(descs, op.stripes, strict=True)]
+    # Stripes may share one operation (`codegen.scored_ops`): each is described once.
+    described: dict[int, tuple[NpuOpDescription, StripeCost]] = {}
+    for stripe in op.stripes:
+        if id(stripe) not in described:
+            desc = NpuOpDescription.from_npu_op(stripe)
+            described[id(stripe)] = (desc, _cost(system, op, desc, stripe))
+    descs = [described[id(stripe)][0] for stripe in op.stripes]
+    costs = [described[id(stripe)][1] for stripe in op.stripes]
     stripe_cycles = [cost.op_cycles for cost in costs]
     whole = _weight_streamed_whole(op, descs)
     if whole is None:

@@ -1,6 +1,7 @@
 """The encodings and stripe costs kept across schedules give the very bytes and numbers
-computed afresh: scale-bias records sliced per core equal Vela's per-channel encoding, and a
-stripe cost cached under one pool is the cost under any other."""
+computed afresh: scale-bias records sliced per core equal Vela's per-channel encoding, a
+stripe cost cached under one pool is the cost under any other, and the evaluator's input
+with equal stripes sharing one operation scores as the full operations do."""
 
 from __future__ import annotations
 
@@ -13,15 +14,17 @@ from sessions import front_half
 
 from cascader.core.options import CascaderOptions
 from cascader.ethosu import vela_cost, weights
-from cascader.ethosu.codegen import generate
+from cascader.ethosu.codegen import generate, scored_ops
 from cascader.ethosu.memory import system_memory
 from cascader.ethosu.perf import evaluate
 from cascader.ethosu.weights import core_bias_streams, core_shares, core_weight_streams
 from cascader.frontend.tflite_import import load_tflite
 from cascader.ir.npu_ops import Conv2D
+from cascader.testing.networks import CATALOGUE
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
+U65 = ("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram")
 
 
 def _convs(accelerator: str) -> list[Conv2D]:
@@ -78,3 +81,25 @@ def test_stripe_costs_cached_under_one_pool_are_those_of_another() -> None:
     cold = evaluate(ops, large)
     assert warm == cold
     assert warm.to_json() == cold.to_json()
+
+
+@pytest.mark.parametrize("system", [U55, U65], ids=["u55", "u65"])
+@pytest.mark.parametrize("name", ["example", "residual", "concat_skip", "SOFTMAX", "LOGISTIC"])
+def test_shared_stripe_operations_score_as_the_full_ones(name: str, system: tuple) -> None:
+    """`scored_ops` gives one operation to a part's equal stripes (softmax reads some inputs
+    in other shapes, which keep their own operations; a lookup table's DMAs stay per
+    stripe): the evaluator's report is the one of `generate`'s operations, number for
+    number, on schedules striped at a small pool and whole at a large one."""
+    model = load_tflite(EXAMPLE) if name == "example" else CATALOGUE[name]().build()
+    front = front_half(model, system[0])
+    options = CascaderOptions(enable_striping=True, always_copy_size=1 << 20)
+    shared = False
+    for pool in (32 * 1024, 1 << 20):
+        memory = system_memory(*system, pool)
+        schedule = front.scheduler.schedule_point(memory, options).schedule
+        full = generate(schedule, system[0], command_streams=False).scheduled_ops
+        ops = scored_ops(schedule, system[0])
+        assert evaluate(ops, memory).to_json() == evaluate(full, memory).to_json()
+        assert [len(op.stripes) for op in ops] == [len(op.stripes) for op in full]
+        shared |= any(len({id(s) for s in op.stripes}) < len(op.stripes) for op in ops)
+    assert shared or name != "example"
