@@ -18,6 +18,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from backends import BACKENDS, POSTGRES_URL, needs_postgres, storage_url
 from optuna.trial import TrialState
 from sqlalchemy.engine import make_url
 
@@ -26,16 +27,6 @@ from dse.refine import STEP_OF
 from dse.study import close_storages, open_storage
 from dse.tickets import issue, requested_trials
 
-POSTGRES_URL = os.environ.get("DSE_TEST_POSTGRES_URL")
-BACKENDS = [
-    "sqlite",
-    pytest.param(
-        "postgresql",
-        marks=pytest.mark.skipif(
-            POSTGRES_URL is None, reason="DSE_TEST_POSTGRES_URL not set (.ci/run sets it)"
-        ),
-    ),
-]
 # Shortened so a stale claim is retried within seconds; the defaults (10 s beats, 30 s grace)
 # bound the wait at under a minute the same way.
 FAST_HEARTBEAT = {"DSE_HEARTBEAT_SECONDS": "1", "DSE_GRACE_SECONDS": "4"}
@@ -48,13 +39,6 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("model") / "conv.tflite"
     path.write_bytes(single_op_model("CONV_2D", stride=2, padding="VALID"))
     return path
-
-
-def _storage(backend: str, tmp_path: Path) -> str:
-    if backend == "postgresql":
-        assert POSTGRES_URL is not None
-        return POSTGRES_URL
-    return f"sqlite:///{tmp_path / 'study.db'}"
 
 
 def _dse(*argv: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
@@ -88,7 +72,7 @@ def test_a_claim_left_without_a_heartbeat_is_retried_by_a_sweep_and_a_worker(
     """The database a sweep SIGKILLed between committing its claim and its first heartbeat
     left behind (before the two were one transaction): a RUNNING trial with no heartbeat.
     A continued sweep and a worker started on it both finish, and the trial is retried."""
-    storage, name = _storage(backend, tmp_path), _name()
+    storage, name = storage_url(backend, tmp_path), _name()
     assert _finish(_dse(*_sweep(model, storage, name, 2)), 120)[0] == 0
     study = optuna.load_study(study_name=name, storage=open_storage(storage, heartbeat=False))
     issue(study, 1, None, by="test")
@@ -210,7 +194,7 @@ def test_two_processes_creating_one_study_both_run_and_seed_it_once(
     """The one that loses the race continues the study the other made (no "table already
     exists", "UNIQUE constraint failed" or "not made by dse sweep"), and the new study's seed
     points are queued once, as they are for a study one sweep makes alone."""
-    storage, alone, name = _storage(backend, tmp_path), _name(), _name()
+    storage, alone, name = storage_url(backend, tmp_path), _name(), _name()
     if backend == "sqlite":  # a new file as well as a new study
         storage = f"sqlite:///{tmp_path / name}.db"
     procs = [_dse(*_sweep(model, storage, n, 12)) for n in (name, name, alone)]
@@ -261,7 +245,7 @@ issue(study, 20, None, by="test")
 """
 
 
-@pytest.mark.skipif(POSTGRES_URL is None, reason="DSE_TEST_POSTGRES_URL not set (.ci/run sets it)")
+@needs_postgres
 def test_a_sweep_never_prints_its_storage_password(model: Path) -> None:
     assert POSTGRES_URL is not None
     url = make_url(POSTGRES_URL).set(password="s3cret-pw").render_as_string(hide_password=False)

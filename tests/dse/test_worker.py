@@ -15,6 +15,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from backends import BACKENDS, storage_url
 from optuna.trial import TrialState
 
 from dse.cli import main
@@ -24,7 +25,6 @@ from dse.study import NoTicketLeft, open_storage
 from dse.tickets import fail_stale, issue, requested_trials
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
-POSTGRES_URL = os.environ.get("DSE_TEST_POSTGRES_URL")
 # A trial whose point is fully chosen is evaluating it (one parameter per DesignPoint field).
 POINT_PARAMS = len(fields(DesignPoint))
 # A killed worker's trial is retried after the grace period; a live worker busy in a long
@@ -80,21 +80,9 @@ def test_worker_trials_add_to_the_target(tmp_path: Path, capsys: pytest.CaptureF
     assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 5
 
 
-@pytest.mark.parametrize(
-    "backend",
-    [
-        "sqlite",
-        pytest.param(
-            "postgresql",
-            marks=pytest.mark.skipif(
-                POSTGRES_URL is None, reason="DSE_TEST_POSTGRES_URL not set (.ci/run sets it)"
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_three_workers_run_exactly_the_requested_trials(backend: str, tmp_path: Path) -> None:
-    storage = POSTGRES_URL if backend == "postgresql" else f"sqlite:///{tmp_path / 'study.db'}"
-    assert storage is not None
+    storage = storage_url(backend, tmp_path)
     name = f"workers-{os.getpid()}-{time.time_ns()}"
     _sweep(storage, name, 1)
     procs = [_worker(storage, name, 4) for _ in range(3)]

@@ -12,31 +12,19 @@ import time
 from pathlib import Path
 
 import pytest
+from backends import BACKENDS, storage_url
 from kills import finish, kill_round, new_study, open_tickets, problems
 
 from cascader.testing.networks import single_op_model
 
-POSTGRES_URL = os.environ.get("DSE_TEST_POSTGRES_URL")
 KILLS = 2
 
 
-@pytest.mark.parametrize(
-    "backend",
-    [
-        "sqlite",
-        pytest.param(
-            "postgresql",
-            marks=pytest.mark.skipif(
-                POSTGRES_URL is None, reason="DSE_TEST_POSTGRES_URL not set (.ci/run sets it)"
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_killed_sweeps_and_workers_leave_a_consistent_study(backend: str, tmp_path: Path) -> None:
     model = tmp_path / "conv.tflite"
     model.write_bytes(single_op_model("CONV_2D", stride=2, padding="VALID"))
-    storage = POSTGRES_URL if backend == "postgresql" else f"sqlite:///{tmp_path / 'study.db'}"
-    assert storage is not None
+    storage = storage_url(backend, tmp_path)
     study = f"kills-{os.getpid()}-{time.time_ns()}"
     new_study(model, storage, study)
     rng = random.Random(21)
