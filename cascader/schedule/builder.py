@@ -618,6 +618,36 @@ class Builder:
             return None
         return op
 
+    def placed(self, plan: Plan) -> Plan:
+        """`weights_in_place(double_buffered(plan))`, remembered per network as plan records
+        are (`Network.placements`): both weigh Vela's cycles of the plan's one op a few
+        ways, which a sweep's schedules ask again for the same plans. The rewrite reads the
+        plan, the memory system, the areas of the op's input and output and the encoded
+        weight sizes it asks for, which a remembered one checks again."""
+        if self._copying_conv(plan) is None:
+            return plan
+        pid = plan.output_part
+        key = (plan.key(), self.memory.system, tuple(self.memory.roles.items()), self.blocks,
+               self._input_area(plan, pid), self._output_area(plan, pid))  # fmt: skip
+        memo = self.net.placements
+        found = memo.lookup(key)
+        if found is not None and all(self.encoded_size(*a) == n for a, n in found[1].items()):
+            return found[0]
+        asked: dict[tuple[int, int, int, int], int] = {}
+        encoded_size = self.encoded_size
+
+        def recorded(*args: int) -> int:
+            asked[args] = size = encoded_size(*args)
+            return size
+
+        self.encoded_size = recorded
+        try:
+            rewritten = self.weights_in_place(self.double_buffered(plan))
+        finally:
+            self.encoded_size = encoded_size
+        memo.keep(key, (rewritten, asked))
+        return rewritten
+
     def double_buffered(self, plan: Plan) -> Plan:
         """A plan of one convolution computed in one stripe that copies its weights whole,
         with its weights double-buffered in output-depth slices where Vela's scheduler would

@@ -129,6 +129,13 @@ class Network:
         return LruCache(_PLAN_RECORDS_KEPT)
 
     @cached_property
+    def placements(self) -> LruCache:
+        """One-op plans as `Builder.placed` rewrites their weights' placement, by (plan,
+        system, roles, block policy, the op's input and output areas), with the encoded
+        sizes each rewrite asked for."""
+        return LruCache(_PLAN_RECORDS_KEPT)
+
+    @cached_property
     def _read_boxes(self) -> dict[tuple[int, Box], tuple[tuple[Box, ...], tuple[int, ...]]]:
         return {}
 

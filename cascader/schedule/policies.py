@@ -98,7 +98,7 @@ def plans_schedule(
     """`proposal_schedule` of the proposal whose `proposal_plans` are `plans`."""
     builder = Builder(net, memory, encoded_size, blocks)
     builder.homes = agreed_homes(net, plans, builder.root, builder.io)
-    plans = [builder.weights_in_place(builder.double_buffered(plan)) for plan in plans]
+    plans = [builder.placed(plan) for plan in plans]
     for index, plan in enumerate(plan_order(net, plans)):
         builder.run_plan(plan, index, recorded=True)
     return _finish(builder, check=check)

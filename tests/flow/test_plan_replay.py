@@ -2,7 +2,8 @@
 proposal of a cascade, scheduled while the records of all its neighbours' plans are kept, has
 the steps, buffers, addresses, lifetimes and extents it has when scheduled with none kept, on
 Ethos-U55 (Shared_Sram) and on Ethos-U65 (Dedicated_Sram, where plans home tensors in SRAM or
-DRAM), and a weight-size function that disagrees with a record is not given it."""
+DRAM), and a weight-size function that disagrees with a record or a remembered weight
+placement is not given it."""
 
 from __future__ import annotations
 
@@ -32,6 +33,12 @@ def _facts(built: Schedule) -> tuple:
     return built.steps, buffers, built.tensor_buffer, built.extents
 
 
+def _forget(net) -> None:
+    """Drop what earlier schedules left on the network: plan records and weight placements."""
+    net.plan_records.clear()
+    net.placements.clear()
+
+
 def _cascade(system: tuple[str, str, str]):
     front = front_half(load_tflite(EXAMPLE), system[0])
     memory = system_memory(*system, REGION)
@@ -46,9 +53,9 @@ def test_replayed_plans_schedule_as_built_afresh(system: tuple[str, str, str]) -
     sizes = encoded_size(memory.accelerator, net.ops)
     cold = []
     for proposal in props:
-        net.plan_records.clear()
+        _forget(net)
         cold.append(_facts(proposal_schedule(net, proposal, memory, sizes, check=False)))
-    net.plan_records.clear()
+    _forget(net)
     for proposal in props:  # every plan recorded once
         proposal_schedule(net, proposal, memory, sizes, check=False)
     recorded = len(net.plan_records)
@@ -58,18 +65,37 @@ def test_replayed_plans_schedule_as_built_afresh(system: tuple[str, str, str]) -
     assert warm == cold
 
 
+def test_remembered_weight_placements_schedule_as_placed_afresh() -> None:
+    net, memory, props = _cascade(SYSTEMS[0])
+    sizes = encoded_size(memory.accelerator, net.ops)
+    cold = []
+    for proposal in props:
+        _forget(net)
+        cold.append(_facts(proposal_schedule(net, proposal, memory, sizes, check=False)))
+    for proposal in props:  # every placement remembered once
+        proposal_schedule(net, proposal, memory, sizes, check=False)
+    placed = len(net.placements)
+    assert placed > 0  # one-op plans that copy their weights
+    warm = []
+    for proposal in props:
+        net.plan_records.clear()  # plans run again, their placements remembered
+        warm.append(_facts(proposal_schedule(net, proposal, memory, sizes, check=False)))
+    assert len(net.placements) == placed  # every placement reused
+    assert warm == cold
+
+
 def test_a_record_needs_the_weight_sizes_it_was_made_with() -> None:
     net, memory, props = _cascade(SYSTEMS[0])
     sizes = encoded_size(memory.accelerator, net.ops)
     proposal = max(props, key=lambda p: p.memory_usage)  # copies weights into SRAM
-    net.plan_records.clear()
+    _forget(net)
     proposal_schedule(net, proposal, memory, sizes, check=False)
 
     def padded(part: int, lo: int, hi: int, depth: int) -> int:
         return sizes(part, lo, hi, depth) + 64
 
     replayed = proposal_schedule(net, proposal, memory, padded, check=False)
-    net.plan_records.clear()
+    _forget(net)
     fresh = proposal_schedule(net, proposal, memory, padded, check=False)
     assert _facts(replayed) == _facts(fresh)
     assert _facts(fresh) != _facts(proposal_schedule(net, proposal, memory, sizes, check=False))
@@ -88,15 +114,15 @@ def test_plans_of_another_cascader_run_replay_as_built_afresh() -> None:
     ]
     cold = []
     for proposal in runs[1]:
-        net.plan_records.clear()
+        _forget(net)
         cold.append(_facts(proposal_schedule(net, proposal, memory, sizes, check=False)))
-    net.plan_records.clear()
+    _forget(net)
     for proposal in runs[0]:
         proposal_schedule(net, proposal, memory, sizes, check=False)
     before = len(net.plan_records)
     warm = [_facts(proposal_schedule(net, p, memory, sizes, check=False)) for p in runs[1]]
     added = len(net.plan_records) - before
-    net.plan_records.clear()
+    _forget(net)
     for proposal in runs[1]:
         proposal_schedule(net, proposal, memory, sizes, check=False)
     assert warm == cold
