@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from cascader.core.pareto import pareto_cull
 from cascader.core.plan import Plan
 from cascader.core.proposal import Proposal
@@ -9,15 +11,16 @@ from cascader.core.proposal import Proposal
 
 class _PlanUse:
     """What adding one plan to a proposal needs, precomputed once per plan: its BOUNDARY
-    configs, which of them enter the proposal's inputs, and the tensors whose accounting it
-    changes."""
+    configs, the tensors whose accounting it changes (`touched`) and the configs it puts
+    among the proposal's inputs. Whether the plan can join a proposal, and the memory it
+    adds beyond its own, depend on `touched` only (see `_joins`), so plans alike in it share
+    that work: `signature`."""
 
-    __slots__ = ("boundary", "elsewhere", "homes", "out_tensor", "overrides", "plan", "touched")
+    __slots__ = ("elsewhere", "out_tensor", "overrides", "plan", "signature", "touched")
 
     def __init__(self, plan: Plan, cascade: str) -> None:
         boundary = plan.boundary_configs
         self.plan = plan
-        self.boundary = frozenset(boundary)
         self.overrides = {c.tensor.id: c for c in boundary if c.home_region == cascade}
         self.out_tensor = plan.output_config.tensor.id
         # One home per tensor, the plan's last word on it: a part's plan also carries the
@@ -25,7 +28,6 @@ class _PlanUse:
         # same tensor elsewhere when it may live in two regions (U65: SRAM and the DRAM
         # arena) and would otherwise make the plan incompatible with every proposal.
         homes = {c.tensor.id: c.home_region for c in boundary}
-        self.homes = tuple(homes.items())
         self.elsewhere = {
             c.tensor.id: homes[c.tensor.id]
             for c in boundary
@@ -34,7 +36,7 @@ class _PlanUse:
         sizes = {c.tensor.id: c.tensor.size for c in boundary}
         sizes[self.out_tensor] = plan.output_config.tensor.size
         # Per tensor the plan touches: (its home or None, its size, whether a proposal's
-        # input config of it is always the plan's to account for).
+        # input config of it is the plan's to account for).
         self.touched = {
             tensor_id: (
                 homes.get(tensor_id),
@@ -43,33 +45,7 @@ class _PlanUse:
             )
             for tensor_id, size in sizes.items()
         }
-
-    def memory_with(self, proposal: Proposal) -> int | None:
-        """Peak memory after adding the plan, None if it cannot be added (shared parts, or
-        a tensor homed differently by the plan and the proposal, in the cascade region or
-        elsewhere): the plan's own memory
-        plus every tensor the proposal still holds that the plan does not account for
-        itself, or the proposal's earlier peak if higher. Walks the proposal's few input
-        configs rather than the plan's many tensors."""
-        if self.plan.part_group & proposal.part_group:
-            return None
-        elsewhere = proposal.elsewhere
-        if elsewhere:
-            for tensor_id, home in self.homes:
-                found = elsewhere.get(tensor_id)
-                if found is not None and found != home:
-                    return None
-        extra = proposal.input_size
-        touched = self.touched
-        for tensor_id, config in proposal.input_configs.items():
-            found = touched.get(tensor_id)
-            if found is not None:
-                home, size, accounted = found
-                if home is not None and config.home_region != home:
-                    return None
-                if accounted or config in self.boundary:
-                    extra -= size
-        return max(self.plan.memory_usage + extra, proposal.memory_usage)
+        self.signature = frozenset(self.touched.items())
 
     def add_to(self, proposal: Proposal, memory: int) -> Proposal:
         configs = dict(proposal.input_configs)
@@ -84,6 +60,45 @@ class _PlanUse:
             proposal.cycles + self.plan.cycles,
             {**proposal.elsewhere, **self.elsewhere} if self.elsewhere else proposal.elsewhere,
         )
+
+
+def _joins(use: _PlanUse, proposals: list[Proposal]) -> tuple[np.ndarray, ...]:
+    """The proposals a plan like `use` can join, and what each still holds that such a plan
+    does not account for itself: (their indices, those bytes, their memory, their cycles).
+    A plan cannot join a proposal homing one of its tensors differently, in the cascade
+    region or elsewhere. The proposal's input configs are all homed in the cascade region,
+    so one the plan homes elsewhere conflicts, and one it homes there (or makes) is its own:
+    the result depends on `use.touched` alone. (Residual proposals never share a part
+    with the plan: they cover the rest of its group.)"""
+    touched = use.touched
+    picked: list[int] = []
+    extras: list[int] = []
+    for index, proposal in enumerate(proposals):
+        elsewhere = proposal.elsewhere
+        if elsewhere and any(
+            (found := elsewhere.get(tensor_id)) is not None and found != home
+            for tensor_id, (home, _, _) in touched.items()
+            if home is not None
+        ):
+            continue
+        extra = proposal.input_size
+        for tensor_id, config in proposal.input_configs.items():
+            found = touched.get(tensor_id)
+            if found is not None:
+                home, size, accounted = found
+                if home is not None and config.home_region != home:
+                    break
+                if accounted:
+                    extra -= size
+        else:
+            picked.append(index)
+            extras.append(extra)
+    return (
+        np.array(picked, dtype=np.int64),
+        np.array(extras, dtype=np.int64),
+        np.array([proposals[i].memory_usage for i in picked], dtype=np.int64),
+        np.array([proposals[i].cycles for i in picked], dtype=np.int64),
+    )
 
 
 def plans_by_part(
@@ -120,25 +135,44 @@ def generate_proposals(
     }
     memo: dict[int, list[Proposal]] = {0: [Proposal(0, (), {}, cascade_region, 0, 0)]}
 
+    # Per (plan signature, residual group): `_joins` of the residual group's proposals.
+    joins: dict[tuple[frozenset, int], tuple[np.ndarray, ...]] = {}
+
     def partial(group: int) -> list[Proposal]:
         found = memo.get(group)
         if found is not None:
             return found
-        candidates: list[tuple[_PlanUse, Proposal]] = []
-        memory: list[int] = []
-        cycles: list[int] = []
+        # Candidates in the original's order: plan after plan, each with the residual
+        # proposals it joins in their order (their index breaks exact ties in the cull).
+        entries: list[tuple[_PlanUse, list[Proposal], np.ndarray]] = []
+        memory: list[np.ndarray] = []
+        cycles: list[np.ndarray] = []
         for use in uses.get(group.bit_length() - 1, ()):
-            plan = use.plan
-            for residual in partial(group & ~plan.part_group):
-                peak = use.memory_with(residual)
-                if peak is not None:
-                    candidates.append((use, residual))
-                    memory.append(peak)
-                    cycles.append(residual.cycles + plan.cycles)
+            rest = group & ~use.plan.part_group
+            residuals = partial(rest)
+            key = (use.signature, rest)
+            joined = joins.get(key)
+            if joined is None:
+                joined = joins[key] = _joins(use, residuals)
+            picked, extra, held, spent = joined
+            if len(picked):
+                entries.append((use, residuals, picked))
+                memory.append(np.maximum(use.plan.memory_usage + extra, held))
+                cycles.append(spent + use.plan.cycles)
+        if not entries:
+            memo[group] = []
+            return []
+        counts = [len(picked) for _, _, picked in entries]
+        entry_of = np.repeat(np.arange(len(entries)), counts)
+        position = np.arange(len(entry_of)) - np.repeat(np.cumsum(counts) - counts, counts)
+        peaks = np.concatenate(memory)
         kept = pareto_cull(
-            list(range(len(candidates))), memory, cycles, max_proposals, disable_pareto
+            range(len(entry_of)), peaks, np.concatenate(cycles), max_proposals, disable_pareto
         )
-        result = [candidates[i][0].add_to(candidates[i][1], memory[i]) for i in kept]
+        result = []
+        for i in kept:
+            use, residuals, picked = entries[entry_of[i]]
+            result.append(use.add_to(residuals[picked[position[i]]], int(peaks[i])))
         memo[group] = result
         return result
 
@@ -147,6 +181,7 @@ def generate_proposals(
     # emptied, it keeps no plan or proposal alive until then.
     memo.clear()
     uses.clear()
+    joins.clear()
     return proposals
 
 
