@@ -22,6 +22,7 @@ from ethosu.vela.operation import NpuBlockType
 from ethosu.vela.register_command_stream_generator import resampling_mode_map
 from ethosu.vela.shape4d import Shape4D
 
+from cascader.core.lru import LruCache
 from cascader.ethosu.block_config import BlockConfig
 from cascader.ethosu.npu_op import NpuOpDescription
 from cascader.ethosu.perf_query import performance_query
@@ -131,10 +132,34 @@ def _output_layout_shape(block: tuple[int, int, int], layout: str) -> tuple[int,
     return (1, h, -(-d // BRICK), w, BRICK) if layout == "NHCWB16" else (1, h, w, d)
 
 
+# Vela's `try_block_config` reads an op's shapes only through the depth of its larger input
+# (an elementwise op's second input may be the larger) and whether its OFM is one row high,
+# so the stripes of one op, asked with each of their own shapes, share one answer per block.
+_SHAPE_FREE_CONFIGS = LruCache(65536)
+_NO_FIT = object()
+
+
 @lru_cache(maxsize=65536)
 def _vela_block_config(
     name: str, op: NpuOpDescription, block: tuple[int, int, int]
 ) -> ArchitectureBlockConfig:
+    ifm, ifm2 = op.ifm_shape, op.ifm2_shape
+    larger = ifm2 if ifm2 is not None and math.prod(ifm2) > math.prod(ifm) else ifm
+    key = (name, block, op.kind, op.sub_op, larger[2], op.ofm_shape[0] == 1, op.ifm2_scalar,
+           op.ifm_dtype, op.is_part_kernel_first, op.kernel, op.stride, op.dilation,
+           op.activation == "LUT", op.scaled, op.upscale)  # fmt: skip
+    config = _SHAPE_FREE_CONFIGS.lookup(key)
+    if config is None:
+        config = _try_block_config(name, op, block) or _NO_FIT
+        _SHAPE_FREE_CONFIGS.keep(key, config)
+    if config is _NO_FIT:
+        raise ValueError(f"block {block} does not fit {name} SHRAM for {op}")
+    return config
+
+
+def _try_block_config(
+    name: str, op: NpuOpDescription, block: tuple[int, int, int]
+) -> ArchitectureBlockConfig | None:
     arch = default_arch(name)
     h, w, d = block
     ifm = op.ifm_shape
@@ -154,9 +179,8 @@ def _vela_block_config(
         op.scaled,
         resampling_mode_map[NpuResamplingMode[op.upscale]],  # as to_npu_op sets it
     )
-    if config is None:
-        raise ValueError(f"block {block} does not fit {name} SHRAM for {op}")
-    config.ofm_block = Shape4D(1, h, w, d)  # the performance model wants a Shape4D, not a Block
+    if config is not None:
+        config.ofm_block = Shape4D(1, h, w, d)  # the performance model wants a Shape4D
     return config
 
 

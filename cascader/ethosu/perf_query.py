@@ -23,7 +23,7 @@ AREA_NAMES: dict[MemArea, str] = {v: k for k, v in MEM_AREAS.items()}
 
 def performance_query(
     op: NpuOpDescription,
-    config: ArchitectureBlockConfig,
+    config: ArchitectureBlockConfig | None,
     ifm_area: str = "sram",
     ofm_area: str = "sram",
     ifm2_area: str | None = None,
@@ -31,9 +31,10 @@ def performance_query(
     ifm2_bits: int | None = None,
     ifm2_layout: str | None = None,
 ) -> PerformanceQuery:
-    """A query for `op` run with block `config`; `const_area` is where the NPU reads its
-    scales and biases (None: the op has none). The second input's element size and layout
-    default to the first's; a constant operand (e.g. softmax's int32 shifts) often differs."""
+    """A query for `op` run with block `config` (None: set later, as a search over blocks
+    does); `const_area` is where the NPU reads its scales and biases (None: the op has none).
+    The second input's element size and layout default to the first's; a constant operand
+    (e.g. softmax's int32 shifts) often differs."""
     query = PerformanceQuery(op.block_type)
     query.ifm_shape = Shape4D.from_hwc(*op.ifm_shape)
     query.ifm_format = TensorFormat[op.ifm_layout]

@@ -61,6 +61,8 @@ def fastest_block(
     ofm_bits = NpuOpDescription.dtype_bits(desc.ofm_dtype)
     best: tuple[float, int, tuple[int, int, int]] | None = None
     blocks = valid_blocks(accelerator, desc)
+    # One query for all blocks: only its block config differs between them.
+    query = performance_query(desc, None, areas[0], areas[1])
     # The largest blocks first: they are mostly the fastest, and a block whose compute alone
     # does not beat the best score so far is not costed further.
     for index in sorted(range(len(blocks)), key=lambda i: -_volume(blocks[i])):
@@ -69,7 +71,7 @@ def fastest_block(
             config = device.vela_block_config(desc, hwd)
         except ValueError:
             continue
-        query = performance_query(desc, config, areas[0], areas[1])
+        query.config = config
         cycles = measure_cycle_cost(arch, desc.vela_op, desc.faf_op, query).op_cycles
         if best is not None and (cycles, index) >= best[:2]:
             continue
