@@ -17,7 +17,7 @@ from ethosu.vela.architecture_features import (
     Block,
     SHRAMElements,
 )
-from ethosu.vela.npu_performance import _estimate_output_cycles_per_element
+from ethosu.vela.npu_performance import PerformanceQuery, _estimate_output_cycles_per_element
 from ethosu.vela.operation import NpuBlockType
 from ethosu.vela.register_command_stream_generator import resampling_mode_map
 from ethosu.vela.shape4d import Shape4D
@@ -108,7 +108,16 @@ def _block_configs(name: str, op: NpuOpDescription, cull: bool) -> tuple[BlockCo
     if cull:
         blocks = blocks[_pareto_maximal(_layout_shapes(blocks, op.ofm_layout))]
     order = np.lexsort((-blocks[:, 0], -blocks[:, 1], -blocks[:, 2]))
-    return tuple(_block_config(name, op, tuple(int(v) for v in b)) for b in blocks[order])
+    costed = _costed_blocks(name, op)
+    return tuple(costed[tuple(int(v) for v in b)] for b in blocks[order])
+
+
+@lru_cache(maxsize=4096)
+def _costed_blocks(name: str, op: NpuOpDescription) -> dict[tuple[int, int, int], BlockConfig]:
+    """Every valid block of the op, costed: the culled and the full list share them, and
+    its blocks one query (only their block config differs)."""
+    query = performance_query(op, None)
+    return {block: _block_config(name, op, block, query) for block in valid_blocks(name, op)}
 
 
 def _layout_shapes(blocks: np.ndarray, layout: str) -> np.ndarray:
@@ -184,12 +193,14 @@ def _try_block_config(
     return config
 
 
-def _block_config(name: str, op: NpuOpDescription, block: tuple[int, int, int]) -> BlockConfig:
+def _block_config(
+    name: str, op: NpuOpDescription, block: tuple[int, int, int], query: PerformanceQuery
+) -> BlockConfig:
     arch = default_arch(name)
     config = _vela_block_config(name, op, block)
     ifm_block = config.ifm_block
     input_shape = (1, ifm_block.height, ifm_block.width, min(ifm_block.depth, op.ifm_shape[2]))
-    query = performance_query(op, config)
+    query.config = config
     per_element = _estimate_output_cycles_per_element(arch, op.vela_op, op.faf_op, query)
     return BlockConfig(
         input_shape=input_shape,
