@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from cascader.ethosu.device import ACCELERATORS, get_device
+from cascader.ethosu.device import (
+    ACCELERATORS,
+    _try_block_config,
+    _vela_block_config,
+    get_device,
+    valid_blocks,
+)
 from cascader.ethosu.errors import DeviceConfigError
 from cascader.ethosu.npu_op import NpuOpDescription
 
@@ -137,3 +144,34 @@ def test_conv2d_block_configs_reproduce_tvm_v018(part_id):
     assert tensors[part["output"]]["shape"][1] == op.ofm_shape[0]
     mine = [c.to_json() for c in get_device("ethos-u55-256").block_configs(op)]
     assert mine == part["block_configs"]
+
+
+def _config_facts(config) -> tuple:
+    layout = config.layout
+    return (str(config), vars(layout), config.acc_type, config.is_partkernel, config.bank_size)
+
+
+@pytest.mark.parametrize("accelerator", ["ethos-u55-256", "ethos-u65-256"])
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_stripes_of_an_op_share_vela_block_configs_that_vela_gives_each(accelerator, name):
+    """A block's Vela config is remembered per op facts, not per stripe shape: each stripe
+    (one row, a few rows, the whole op, a depth slice) gets what Vela's own
+    try_block_config returns for exactly its shapes."""
+    op = OPS[name]
+    h, w, c = op.ofm_shape
+    stripes = [op, replace(op, ofm_shape=(h, w, max(8, c // 2)))]  # a depth slice too
+    for rows in sorted({1, 2, max(1, h // 3)}):
+        ifm_rows = min(op.ifm_shape[0], rows * op.stride[0] + op.kernel[0] - 1)
+        stripe = replace(op, ofm_shape=(rows, w, c), ifm_shape=(ifm_rows, *op.ifm_shape[1:]))
+        if op.ifm2_shape is not None and not op.ifm2_scalar:
+            stripe = replace(stripe, ifm2_shape=(rows, *op.ifm2_shape[1:]))
+        stripes.append(stripe)
+    for stripe in stripes:
+        for block in valid_blocks(accelerator, op):
+            fresh = _try_block_config(accelerator, stripe, block)
+            if fresh is None:
+                with pytest.raises(ValueError):
+                    _vela_block_config(accelerator, stripe, block)
+                continue
+            shared = _vela_block_config(accelerator, stripe, block)
+            assert _config_facts(shared) == _config_facts(fresh)
