@@ -22,8 +22,8 @@ With --architectures, the models are the project's own builds of architectures u
 DS-CNN), swept at default flags (16 KiB..4 MiB) against Vela's dense sweeps of them
 (benchmarks/vela_architectures_5.2.0.csv, written by benchmarks/vela_baselines.py). The table
 counts each core's distinct points, puts floors and fastest points side by side, and gives
-the trials that did not fit their pool and a trial's cost in Vela compiles (one regor
-compile of the model, timed in the same run).
+the trials that did not fit their pool and a trial's cost in Vela compiles (the median of
+three regor compiles of the model timed around its sweep, one before and two after).
 """
 
 from __future__ import annotations
@@ -120,6 +120,18 @@ def vela_seconds(model: Path, config: tuple[str, str, str]) -> float:
     start = time.perf_counter()
     run_vela(model, *config)
     return time.perf_counter() - start
+
+
+def bracketed_sweep(
+    model: Path, config: tuple[str, str, str], trials: int, pool_flags: tuple[str, ...]
+) -> tuple[list, float, int, float]:
+    """`sweep_front` with the median of three Vela compiles around it (one before, two
+    after): this machine's speed drifts within minutes, so one compile beside a sweep of a
+    minute or two can be a third off either way."""
+    before = vela_seconds(model, config)
+    front, seconds, misfits = sweep_front(model, config, trials, pool_flags)
+    compiles = sorted([before, vela_seconds(model, config), vela_seconds(model, config)])
+    return front, seconds, misfits, compiles[1]
 
 
 def matched(front: list[tuple[int, float]], row: dict) -> bool:
@@ -274,12 +286,15 @@ def _sweeps(models: dict[str, Path], baselines: Path, trials: int, architectures
     for name, model in models.items():
         for config in CONFIGS:
             flags = () if architectures else ("--sram-min", SRAM_MIN, "--sram-max", "4MiB")
-            front, seconds, misfits = sweep_front(model, config, trials, flags)
+            if architectures:
+                front, seconds, misfits, vela_s = bracketed_sweep(model, config, trials, flags)
+            else:
+                front, seconds, misfits = sweep_front(model, config, trials, flags)
             result = {"model": name, "config": config, "front": front, "seconds": seconds,
                       "misfits": misfits, "trials": trials,
                       "vela": vela_rows(baselines, name, config)}  # fmt: skip
             if architectures:
-                result["vela_s"] = vela_seconds(model, config)
+                result["vela_s"] = vela_s
             results.append(result)
             print(f"{name} {config[0]}: {len(front)} front points", file=sys.stderr)
     return results
