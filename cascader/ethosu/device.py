@@ -93,13 +93,25 @@ def _device(name: str) -> EthosuDevice:
     )
 
 
+# Vela's block-config search tries every block up to the OFM's shape capped by the largest
+# block, and each try reads only the op facts `_op_facts` names: the stripes of one op that
+# cap to the same bounds (all but the short ones) share one search.
+_VALID_BLOCKS = LruCache(16384)
+
+
 @lru_cache(maxsize=4096)
 def valid_blocks(name: str, op: NpuOpDescription) -> tuple[tuple[int, int, int], ...]:
     """Vela's valid (h, w, c) block configs for the op on accelerator `name`, in Vela's order
     (`npu_find_block_configs`): asked once per op description, as the graph's culled and
     full lists and the schedule's block choice all start from it."""
-    blocks = npu_find_block_configs(op.to_npu_op(), npu_accelerator(name))
-    return tuple((b.height, b.width, b.depth) for b in blocks)
+    capped = np.minimum(op.ofm_shape, _device(name).max_block)
+    key = (_op_facts(name, op), *(int(n) for n in capped))
+    found = _VALID_BLOCKS.lookup(key)
+    if found is None:
+        blocks = npu_find_block_configs(op.to_npu_op(), npu_accelerator(name))
+        found = tuple((b.height, b.width, b.depth) for b in blocks)
+        _VALID_BLOCKS.keep(key, found)
+    return found
 
 
 @lru_cache(maxsize=4096)
@@ -148,15 +160,20 @@ _SHAPE_FREE_CONFIGS = LruCache(65536)
 _NO_FIT = object()
 
 
+def _op_facts(name: str, op: NpuOpDescription) -> tuple:
+    """Everything of an op that Vela's `try_block_config` reads, besides the block."""
+    ifm, ifm2 = op.ifm_shape, op.ifm2_shape
+    larger = ifm2 if ifm2 is not None and math.prod(ifm2) > math.prod(ifm) else ifm
+    return (name, op.kind, op.sub_op, larger[2], op.ofm_shape[0] == 1, op.ifm2_scalar,
+            op.ifm_dtype, op.is_part_kernel_first, op.kernel, op.stride, op.dilation,
+            op.activation == "LUT", op.scaled, op.upscale)  # fmt: skip
+
+
 @lru_cache(maxsize=65536)
 def _vela_block_config(
     name: str, op: NpuOpDescription, block: tuple[int, int, int]
 ) -> ArchitectureBlockConfig:
-    ifm, ifm2 = op.ifm_shape, op.ifm2_shape
-    larger = ifm2 if ifm2 is not None and math.prod(ifm2) > math.prod(ifm) else ifm
-    key = (name, block, op.kind, op.sub_op, larger[2], op.ofm_shape[0] == 1, op.ifm2_scalar,
-           op.ifm_dtype, op.is_part_kernel_first, op.kernel, op.stride, op.dilation,
-           op.activation == "LUT", op.scaled, op.upscale)  # fmt: skip
+    key = (_op_facts(name, op), block)
     config = _SHAPE_FREE_CONFIGS.lookup(key)
     if config is None:
         config = _try_block_config(name, op, block) or _NO_FIT

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from ethosu.vela.api import npu_find_block_configs
 
 from cascader.ethosu.device import (
     ACCELERATORS,
@@ -18,6 +19,7 @@ from cascader.ethosu.device import (
 )
 from cascader.ethosu.errors import DeviceConfigError
 from cascader.ethosu.npu_op import NpuOpDescription
+from cascader.ethosu.vela_arch import npu_accelerator
 
 SHARED = Path(
     os.environ.get("CASCADER_SHARED", Path(__file__).resolve().parents[2].parent / "shared")
@@ -151,6 +153,33 @@ def _config_facts(config) -> tuple:
     return (str(config), vars(layout), config.acc_type, config.is_partkernel, config.bank_size)
 
 
+def _stripes(op: NpuOpDescription) -> list[NpuOpDescription]:
+    """The op whole, depth slices (half, all but 16 channels) and stripes of one row, two
+    rows, a third and all but one row of it (tall or deep ones cap to the whole op's bounds
+    on the largest block)."""
+    h, w, c = op.ofm_shape
+    stripes = [op, *(_depth_slice(op, max(8, d)) for d in sorted({c // 2, c - 16}))]
+    for rows in sorted({1, 2, max(1, h // 3), max(1, h - 1)}):
+        ifm_rows = min(op.ifm_shape[0], rows * op.stride[0] + op.kernel[0] - 1)
+        stripe = replace(op, ofm_shape=(rows, w, c), ifm_shape=(ifm_rows, *op.ifm_shape[1:]))
+        if op.ifm2_shape is not None and not op.ifm2_scalar:
+            stripe = replace(stripe, ifm2_shape=(rows, *op.ifm2_shape[1:]))
+        stripes.append(stripe)
+    return stripes
+
+
+def _depth_slice(op: NpuOpDescription, depth: int) -> NpuOpDescription:
+    """The op's first `depth` output channels: a convolution reads every input channel for
+    them, other ops only their own."""
+    stripe = replace(op, ofm_shape=(*op.ofm_shape[:2], depth))
+    if op.kind == "conv2d":
+        return stripe
+    stripe = replace(stripe, ifm_shape=(*op.ifm_shape[:2], depth))
+    if op.ifm2_shape is not None and not op.ifm2_scalar:
+        stripe = replace(stripe, ifm2_shape=(*op.ifm2_shape[:2], depth))
+    return stripe
+
+
 @pytest.mark.parametrize("accelerator", ["ethos-u55-256", "ethos-u65-256"])
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_stripes_of_an_op_share_vela_block_configs_that_vela_gives_each(accelerator, name):
@@ -158,15 +187,7 @@ def test_stripes_of_an_op_share_vela_block_configs_that_vela_gives_each(accelera
     (one row, a few rows, the whole op, a depth slice) gets what Vela's own
     try_block_config returns for exactly its shapes."""
     op = OPS[name]
-    h, w, c = op.ofm_shape
-    stripes = [op, replace(op, ofm_shape=(h, w, max(8, c // 2)))]  # a depth slice too
-    for rows in sorted({1, 2, max(1, h // 3)}):
-        ifm_rows = min(op.ifm_shape[0], rows * op.stride[0] + op.kernel[0] - 1)
-        stripe = replace(op, ofm_shape=(rows, w, c), ifm_shape=(ifm_rows, *op.ifm_shape[1:]))
-        if op.ifm2_shape is not None and not op.ifm2_scalar:
-            stripe = replace(stripe, ifm2_shape=(rows, *op.ifm2_shape[1:]))
-        stripes.append(stripe)
-    for stripe in stripes:
+    for stripe in _stripes(op):
         for block in valid_blocks(accelerator, op):
             fresh = _try_block_config(accelerator, stripe, block)
             if fresh is None:
@@ -175,3 +196,25 @@ def test_stripes_of_an_op_share_vela_block_configs_that_vela_gives_each(accelera
                 continue
             shared = _vela_block_config(accelerator, stripe, block)
             assert _config_facts(shared) == _config_facts(fresh)
+
+
+@pytest.mark.parametrize("accelerator", ["ethos-u55-256", "ethos-u65-256"])
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_stripes_of_an_op_share_the_valid_blocks_vela_finds_for_each(accelerator, name):
+    """Valid block lists are remembered per op facts and capped OFM shape: every stripe of
+    the op (asked after the others, so most hit the memo) gets exactly the list Vela's
+    npu_find_block_configs returns for its own shapes, in Vela's order."""
+    for stripe in _stripes(OPS[name]):
+        fresh = npu_find_block_configs(stripe.to_npu_op(), npu_accelerator(accelerator))
+        assert valid_blocks(accelerator, stripe) == tuple(
+            (b.height, b.width, b.depth) for b in fresh
+        )
+
+
+@pytest.mark.parametrize("accelerator", ["ethos-u55-32", "ethos-u65-256"])
+def test_convolutions_that_differ_only_in_input_depth_get_their_own_valid_blocks(accelerator):
+    """The memo's key holds the input depth: it decides which blocks' input fits SHRAM."""
+    for depth in (8, 16, 64):
+        op = NpuOpDescription("conv2d", (56, 56, depth), (56, 56, 144), kernel=(3, 3))
+        fresh = npu_find_block_configs(op.to_npu_op(), npu_accelerator(accelerator))
+        assert valid_blocks(accelerator, op) == tuple((b.height, b.width, b.depth) for b in fresh)
