@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import Any
+
 import numpy as np
 
 from cascader.core.pareto import pareto_cull
@@ -62,7 +65,42 @@ class _PlanUse:
         )
 
 
-def _joins(use: _PlanUse, proposals: list[Proposal]) -> tuple[np.ndarray, ...]:
+class _Residuals:
+    """A residual group's proposals as arrays over them: per tensor, the region each homes
+    it in among its input configs and among its homes elsewhere (a region's code, -1 where
+    it does not hold the tensor), and their input bytes, memory and cycles. Which of them a
+    plan joins is then a few array operations per tensor the plan touches."""
+
+    __slots__ = ("cycles", "elsewhere", "input_size", "inputs", "memory")
+
+    def __init__(self, proposals: list[Proposal], codes: dict[str, int]) -> None:
+        self.inputs = _homes(proposals, codes, lambda p: p.input_configs.items(), True)
+        self.elsewhere = _homes(proposals, codes, lambda p: p.elsewhere.items(), False)
+        self.input_size = np.array([p.input_size for p in proposals], dtype=np.int64)
+        self.memory = np.array([p.memory_usage for p in proposals], dtype=np.int64)
+        self.cycles = np.array([p.cycles for p in proposals], dtype=np.int64)
+
+
+def _homes(
+    proposals: list[Proposal],
+    codes: dict[str, int],
+    items: Callable[[Proposal], Iterable[tuple[int, Any]]],
+    configs: bool,
+) -> dict[int, np.ndarray]:
+    """Per tensor, the code of the region each proposal homes it in (-1: not at all), from
+    `items` of a proposal: (tensor id, config) pairs if `configs`, else (tensor id, region)."""
+    found: dict[int, np.ndarray] = {}
+    for index, proposal in enumerate(proposals):
+        for tensor_id, home in items(proposal):
+            homes = found.get(tensor_id)
+            if homes is None:
+                homes = found[tensor_id] = np.full(len(proposals), -1, dtype=np.int64)
+            region = home.home_region if configs else home
+            homes[index] = codes.setdefault(region, len(codes))
+    return found
+
+
+def _joins(use: _PlanUse, residuals: _Residuals, codes: dict[str, int]) -> tuple[np.ndarray, ...]:
     """The proposals a plan like `use` can join, and what each still holds that such a plan
     does not account for itself: (their indices, those bytes, their memory, their cycles).
     A plan cannot join a proposal homing one of its tensors differently, in the cascade
@@ -70,35 +108,19 @@ def _joins(use: _PlanUse, proposals: list[Proposal]) -> tuple[np.ndarray, ...]:
     so one the plan homes elsewhere conflicts, and one it homes there (or makes) is its own:
     the result depends on `use.touched` alone. (Residual proposals never share a part
     with the plan: they cover the rest of its group.)"""
-    touched = use.touched
-    picked: list[int] = []
-    extras: list[int] = []
-    for index, proposal in enumerate(proposals):
-        elsewhere = proposal.elsewhere
-        if elsewhere and any(
-            (found := elsewhere.get(tensor_id)) is not None and found != home
-            for tensor_id, (home, _, _) in touched.items()
-            if home is not None
-        ):
-            continue
-        extra = proposal.input_size
-        for tensor_id, config in proposal.input_configs.items():
-            found = touched.get(tensor_id)
-            if found is not None:
-                home, size, accounted = found
-                if home is not None and config.home_region != home:
-                    break
-                if accounted:
-                    extra -= size
-        else:
-            picked.append(index)
-            extras.append(extra)
-    return (
-        np.array(picked, dtype=np.int64),
-        np.array(extras, dtype=np.int64),
-        np.array([proposals[i].memory_usage for i in picked], dtype=np.int64),
-        np.array([proposals[i].cycles for i in picked], dtype=np.int64),
-    )
+    joins = np.ones(len(residuals.memory), dtype=bool)
+    extra = residuals.input_size
+    for tensor_id, (home, size, accounted) in use.touched.items():
+        held = residuals.inputs.get(tensor_id)
+        if home is not None:
+            code = codes.setdefault(home, len(codes))
+            for homes in (held, residuals.elsewhere.get(tensor_id)):
+                if homes is not None:
+                    joins &= (homes < 0) | (homes == code)
+        if accounted and held is not None:
+            extra = extra - np.where(held >= 0, size, 0)
+    picked = np.flatnonzero(joins)
+    return picked, extra[picked], residuals.memory[picked], residuals.cycles[picked]
 
 
 def plans_by_part(
@@ -135,8 +157,11 @@ def generate_proposals(
     }
     memo: dict[int, list[Proposal]] = {0: [Proposal(0, (), {}, cascade_region, 0, 0)]}
 
-    # Per (plan signature, residual group): `_joins` of the residual group's proposals.
+    # Per (plan signature, residual group): `_joins` of the residual group's proposals, from
+    # the group's `_Residuals` (regions coded in `codes`).
     joins: dict[tuple[frozenset, int], tuple[np.ndarray, ...]] = {}
+    tables: dict[int, _Residuals] = {}
+    codes: dict[str, int] = {}
 
     def partial(group: int) -> list[Proposal]:
         found = memo.get(group)
@@ -153,7 +178,10 @@ def generate_proposals(
             key = (use.signature, rest)
             joined = joins.get(key)
             if joined is None:
-                joined = joins[key] = _joins(use, residuals)
+                table = tables.get(rest)
+                if table is None:
+                    table = tables[rest] = _Residuals(residuals, codes)
+                joined = joins[key] = _joins(use, table, codes)
             picked, extra, held, spent = joined
             if len(picked):
                 entries.append((use, residuals, picked))
@@ -182,6 +210,7 @@ def generate_proposals(
     memo.clear()
     uses.clear()
     joins.clear()
+    tables.clear()
     return proposals
 
 
