@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
 import numpy as np
 
 from cascader.core.pareto import pareto_cull
 from cascader.core.plan import Plan
 from cascader.core.proposal import Proposal
+from cascader.core.tensor_config import TensorConfig
 
 
 class _PlanUse:
@@ -84,7 +84,7 @@ class _Residuals:
 def _homes(
     proposals: list[Proposal],
     codes: dict[str, int],
-    items: Callable[[Proposal], Iterable[tuple[int, Any]]],
+    items: Callable[[Proposal], Iterable[tuple[int, TensorConfig | str]]],
     configs: bool,
 ) -> dict[int, np.ndarray]:
     """Per tensor, the code of the region each proposal homes it in (-1: not at all), from
