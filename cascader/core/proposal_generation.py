@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-
 import numpy as np
 
 from cascader.core.pareto import pareto_cull
 from cascader.core.plan import Plan
 from cascader.core.proposal import Proposal
-from cascader.core.tensor_config import TensorConfig
 
 
 class _PlanUse:
@@ -66,41 +63,45 @@ class _PlanUse:
 
 
 class _Residuals:
-    """A residual group's proposals as arrays over them: per tensor, the region each homes
-    it in among its input configs and among its homes elsewhere (a region's code, -1 where
-    it does not hold the tensor), and their input bytes, memory and cycles. Which of them a
-    plan joins is then a few array operations per tensor the plan touches."""
+    """A residual group's proposals as arrays over them: their input bytes, memory and
+    cycles and, per tensor a plan asks about, the region each homes it in among its input
+    configs or among its homes elsewhere (a region's code in `codes`, -1 where it does not
+    hold the tensor; None when none does). Which of them a plan joins is then a few array
+    operations per tensor the plan touches."""
 
-    __slots__ = ("cycles", "elsewhere", "input_size", "inputs", "memory")
+    __slots__ = ("_elsewhere", "_inputs", "codes", "cycles", "input_size", "memory", "proposals")
 
     def __init__(self, proposals: list[Proposal], codes: dict[str, int]) -> None:
-        self.inputs = _homes(proposals, codes, lambda p: p.input_configs.items(), True)
-        self.elsewhere = _homes(proposals, codes, lambda p: p.elsewhere.items(), False)
+        self.proposals = proposals
+        self.codes = codes
         self.input_size = np.array([p.input_size for p in proposals], dtype=np.int64)
         self.memory = np.array([p.memory_usage for p in proposals], dtype=np.int64)
         self.cycles = np.array([p.cycles for p in proposals], dtype=np.int64)
+        self._inputs: dict[int, np.ndarray | None] = {}
+        self._elsewhere: dict[int, np.ndarray | None] = {}
+
+    def homes(self, tensor_id: int, elsewhere: bool) -> np.ndarray | None:
+        """Per proposal, the code of the region it homes the tensor in: among its homes
+        elsewhere if `elsewhere`, else among its input configs."""
+        memo = self._elsewhere if elsewhere else self._inputs
+        if tensor_id in memo:
+            return memo[tensor_id]
+        found = None
+        for index, proposal in enumerate(self.proposals):
+            if elsewhere:
+                region = proposal.elsewhere.get(tensor_id)
+            else:
+                config = proposal.input_configs.get(tensor_id)
+                region = None if config is None else config.home_region
+            if region is not None:
+                if found is None:
+                    found = np.full(len(self.proposals), -1, dtype=np.int64)
+                found[index] = self.codes.setdefault(region, len(self.codes))
+        memo[tensor_id] = found
+        return found
 
 
-def _homes(
-    proposals: list[Proposal],
-    codes: dict[str, int],
-    items: Callable[[Proposal], Iterable[tuple[int, TensorConfig | str]]],
-    configs: bool,
-) -> dict[int, np.ndarray]:
-    """Per tensor, the code of the region each proposal homes it in (-1: not at all), from
-    `items` of a proposal: (tensor id, config) pairs if `configs`, else (tensor id, region)."""
-    found: dict[int, np.ndarray] = {}
-    for index, proposal in enumerate(proposals):
-        for tensor_id, home in items(proposal):
-            homes = found.get(tensor_id)
-            if homes is None:
-                homes = found[tensor_id] = np.full(len(proposals), -1, dtype=np.int64)
-            region = home.home_region if configs else home
-            homes[index] = codes.setdefault(region, len(codes))
-    return found
-
-
-def _joins(use: _PlanUse, residuals: _Residuals, codes: dict[str, int]) -> tuple[np.ndarray, ...]:
+def _joins(use: _PlanUse, residuals: _Residuals) -> tuple[np.ndarray, ...]:
     """The proposals a plan like `use` can join, and what each still holds that such a plan
     does not account for itself: (their indices, those bytes, their memory, their cycles).
     A plan cannot join a proposal homing one of its tensors differently, in the cascade
@@ -110,11 +111,12 @@ def _joins(use: _PlanUse, residuals: _Residuals, codes: dict[str, int]) -> tuple
     with the plan: they cover the rest of its group.)"""
     joins = np.ones(len(residuals.memory), dtype=bool)
     extra = residuals.input_size
+    codes = residuals.codes
     for tensor_id, (home, size, accounted) in use.touched.items():
-        held = residuals.inputs.get(tensor_id)
+        held = residuals.homes(tensor_id, False)
         if home is not None:
             code = codes.setdefault(home, len(codes))
-            for homes in (held, residuals.elsewhere.get(tensor_id)):
+            for homes in (held, residuals.homes(tensor_id, True)):
                 if homes is not None:
                     joins &= (homes < 0) | (homes == code)
         if accounted and held is not None:
@@ -181,7 +183,7 @@ def generate_proposals(
                 table = tables.get(rest)
                 if table is None:
                     table = tables[rest] = _Residuals(residuals, codes)
-                joined = joins[key] = _joins(use, table, codes)
+                joined = joins[key] = _joins(use, table)
             picked, extra, held, spent = joined
             if len(picked):
                 entries.append((use, residuals, picked))
