@@ -112,12 +112,20 @@ def run_issued(
     with collected_between_evaluations():
         while True:
             with contextlib.suppress(NoTicketLeft):
-                study.optimize(objective, callbacks=[*callbacks, _collect], catch=())
+                study.optimize(objective, callbacks=[_all_of(callbacks)], catch=())
             if not study.get_trials(deepcopy=False, states=_OPEN):
                 return
             time.sleep(poll)
             fail_stale(study)
 
 
-def _collect(_study: optuna.Study, _trial: FrozenTrial) -> None:
-    after_evaluation()
+def _all_of(callbacks: list[TrialCallback]) -> TrialCallback:
+    """One Optuna callback running `callbacks`, then collecting when due: Optuna deep-copies
+    the finished trial for each callback it is given, per-op metrics and all."""
+
+    def run(study: optuna.Study, trial: FrozenTrial) -> None:
+        for callback in callbacks:
+            callback(study, trial)
+        after_evaluation()
+
+    return run
