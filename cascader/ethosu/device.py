@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 
 import numpy as np
-from ethosu.vela.api import NpuResamplingMode, npu_find_block_configs
+from ethosu.vela.api import NpuResamplingMode
 from ethosu.vela.architecture_allocator import ArchitectureBlockConfig, try_block_config
 from ethosu.vela.architecture_features import (
     Accelerator,
@@ -26,7 +26,7 @@ from cascader.core.lru import LruCache
 from cascader.ethosu.block_config import BlockConfig
 from cascader.ethosu.npu_op import NpuOpDescription
 from cascader.ethosu.perf_query import performance_query
-from cascader.ethosu.vela_arch import ACCELERATORS, check_accelerator, default_arch, npu_accelerator
+from cascader.ethosu.vela_arch import ACCELERATORS, check_accelerator, default_arch
 from cascader.ir.layout import BRICK
 
 __all__ = ["ACCELERATORS", "EthosuDevice", "get_device"]
@@ -93,25 +93,46 @@ def _device(name: str) -> EthosuDevice:
     )
 
 
-# Vela's block-config search tries every block up to the OFM's shape capped by the largest
-# block, and each try reads only the op facts `_op_facts` names: the stripes of one op that
-# cap to the same bounds (all but the short ones) share one search.
-_VALID_BLOCKS = LruCache(16384)
+# Per op facts (`_op_facts`), whether Vela's `try_block_config` accepts each block asked
+# about so far: its answer depends on those facts and the block alone.
+_BLOCK_FITS = LruCache(4096)
 
 
 @lru_cache(maxsize=4096)
 def valid_blocks(name: str, op: NpuOpDescription) -> tuple[tuple[int, int, int], ...]:
-    """Vela's valid (h, w, c) block configs for the op on accelerator `name`, in Vela's order
-    (`npu_find_block_configs`): asked once per op description, as the graph's culled and
-    full lists and the schedule's block choice all start from it."""
-    capped = np.minimum(op.ofm_shape, _device(name).max_block)
-    key = (_op_facts(name, op), *(int(n) for n in capped))
-    found = _VALID_BLOCKS.lookup(key)
-    if found is None:
-        blocks = npu_find_block_configs(op.to_npu_op(), npu_accelerator(name))
-        found = tuple((b.height, b.width, b.depth) for b in blocks)
-        _VALID_BLOCKS.keep(key, found)
-    return found
+    """Vela's valid (h, w, c) block configs for the op on accelerator `name`, in Vela's order:
+    the blocks of `npu_find_block_configs`' grid (micro-block steps up to the OFM's shape
+    capped by the largest block; a depth short of the cap a multiple of the OFM split depth)
+    that `try_block_config` accepts. Walked here so that the stripes of an op, and ops alike
+    in their facts, ask Vela about each block once. Asked once per op description, as the
+    graph's culled and full lists and the schedule's block choice all start from it."""
+    ublock = default_arch(name).ofm_ublock
+    # As Vela tests it: its resampling mode against the API's NONE, a different enum, so
+    # every op's blocks start at two rows and two columns.
+    upscaled = resampling_mode_map[NpuResamplingMode[op.upscale]] != NpuResamplingMode.NONE
+    step_h = max(ublock.height, 2 if upscaled else 1)
+    step_w = max(ublock.width, 2 if upscaled else 1)
+    max_h, max_w, max_d = (int(n) for n in np.minimum(op.ofm_shape, _device(name).max_block))
+    facts = _op_facts(name, op)
+    fits = _BLOCK_FITS.lookup(facts)
+    if fits is None:
+        fits = {}
+        _BLOCK_FITS.keep(facts, fits)
+    found = []
+    for w in range(step_w, max_w + step_w, step_w):
+        for h in range(step_h, max_h + step_h, step_h):
+            for d in range(ublock.depth, max_d + ublock.depth, ublock.depth):
+                if d < max_d and d % ArchitectureFeatures.OFMSplitDepth:
+                    continue
+                block = (h, w, d)
+                fit = fits.get(block)
+                if fit is None:
+                    fit = fits[block] = _shape_free_config(name, op, block, facts) is not None
+                if fit:
+                    found.append(block)
+    if not found:
+        raise ValueError(f"no block config fits {name} SHRAM for {op}")
+    return tuple(found)
 
 
 @lru_cache(maxsize=4096)
@@ -173,14 +194,22 @@ def _op_facts(name: str, op: NpuOpDescription) -> tuple:
 def _vela_block_config(
     name: str, op: NpuOpDescription, block: tuple[int, int, int]
 ) -> ArchitectureBlockConfig:
-    key = (_op_facts(name, op), block)
+    config = _shape_free_config(name, op, block, _op_facts(name, op))
+    if config is None:
+        raise ValueError(f"block {block} does not fit {name} SHRAM for {op}")
+    return config
+
+
+def _shape_free_config(
+    name: str, op: NpuOpDescription, block: tuple[int, int, int], facts: tuple
+) -> ArchitectureBlockConfig | None:
+    """Vela's config of `block` for the op (None: it does not fit), kept per its `facts`."""
+    key = (facts, block)
     config = _SHAPE_FREE_CONFIGS.lookup(key)
     if config is None:
         config = _try_block_config(name, op, block) or _NO_FIT
         _SHAPE_FREE_CONFIGS.keep(key, config)
-    if config is _NO_FIT:
-        raise ValueError(f"block {block} does not fit {name} SHRAM for {op}")
-    return config
+    return None if config is _NO_FIT else config
 
 
 def _try_block_config(

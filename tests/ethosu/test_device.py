@@ -198,12 +198,12 @@ def test_stripes_of_an_op_share_vela_block_configs_that_vela_gives_each(accelera
             assert _config_facts(shared) == _config_facts(fresh)
 
 
-@pytest.mark.parametrize("accelerator", ["ethos-u55-256", "ethos-u65-256"])
+@pytest.mark.parametrize("accelerator", ACCELERATORS)
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_stripes_of_an_op_share_the_valid_blocks_vela_finds_for_each(accelerator, name):
-    """Valid block lists are remembered per op facts and capped OFM shape: every stripe of
-    the op (asked after the others, so most hit the memo) gets exactly the list Vela's
-    npu_find_block_configs returns for its own shapes, in Vela's order."""
+    """Valid blocks are walked over Vela's grid, whether each fits remembered per op facts:
+    every stripe of the op (asked after the others, so most blocks hit the memo) gets
+    exactly the list Vela's npu_find_block_configs returns for its own shapes, in order."""
     for stripe in _stripes(OPS[name]):
         fresh = npu_find_block_configs(stripe.to_npu_op(), npu_accelerator(accelerator))
         assert valid_blocks(accelerator, stripe) == tuple(
@@ -213,7 +213,8 @@ def test_stripes_of_an_op_share_the_valid_blocks_vela_finds_for_each(accelerator
 
 @pytest.mark.parametrize("accelerator", ["ethos-u55-32", "ethos-u65-256"])
 def test_convolutions_that_differ_only_in_input_depth_get_their_own_valid_blocks(accelerator):
-    """The memo's key holds the input depth: it decides which blocks' input fits SHRAM."""
+    """The memo's key holds the input depth: it decides which blocks' input fits SHRAM.
+    (ethos-u55-32's one-by-one micro-block: Vela's grid still starts at two by two.)"""
     for depth in (8, 16, 64):
         op = NpuOpDescription("conv2d", (56, 56, depth), (56, 56, 144), kernel=(3, 3))
         fresh = npu_find_block_configs(op.to_npu_op(), npu_accelerator(accelerator))
