@@ -1,6 +1,7 @@
 """Ethos-U55/U65 device model: per-accelerator constants and the valid block configs of each NPU
-operation with the cycles one block costs, all taken from Vela (its public block-config search,
-its architecture tables and its performance model's per-block formulas)."""
+operation with the cycles one block costs, all taken from Vela (its block-config search's grid
+and `try_block_config`, its architecture tables and its performance model's per-block
+formulas)."""
 
 from __future__ import annotations
 
