@@ -141,6 +141,7 @@ class _SystemMemos:
     region_matrices: dict = field(default_factory=dict)
     per_byte: dict = field(default_factory=dict)
     burst: dict = field(default_factory=dict)
+    vela_rows: dict = field(default_factory=dict)
 
 
 # Per graph, per (regions, cascade region): the graph's runs' system memos. Weakly keyed, so
@@ -313,6 +314,36 @@ class PlanContext:
         return found
 
     def vela_costs(
+        self,
+        part: Part,
+        configs: list[StripeConfig],
+        modes: list[BufferMode],
+        out_area: str,
+        area_sets: tuple[tuple[tuple[str | None, ...], str | None], ...],
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`_vela_costs`, remembered per (config, mode, area set) across the graph's runs:
+        a sweep's runs with other options (copy sizes, stripe factors) ask again for most of
+        the same configs, with area sets of their own. Each row is as computed alone, so a
+        remembered one is what a fresh batch would give."""
+        rows = self._memos.vela_rows
+        pairs = zip(configs, modes, strict=True)
+        keys = [[(part.id, c, m, out_area, a) for a in area_sets] for c, m in pairs]
+        missing = [i for i, row in enumerate(keys) if any(k not in rows for k in row)]
+        if missing:
+            compute, access = self._vela_costs(
+                part, [configs[i] for i in missing], [modes[i] for i in missing], out_area,
+                area_sets,
+            )  # fmt: skip
+            for index, i in enumerate(missing):
+                for slot, key in enumerate(keys[i]):
+                    rows[key] = (compute[index, slot], access[index, slot])
+        found = [[rows[k] for k in row] for row in keys]
+        return (
+            np.array([[c for c, _ in row] for row in found]),
+            np.array([[a for _, a in row] for row in found]),
+        )
+
+    def _vela_costs(
         self,
         part: Part,
         configs: list[StripeConfig],

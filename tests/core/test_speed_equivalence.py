@@ -522,7 +522,7 @@ def _plain_stripe_blocks(part, shape):
 def test_batched_vela_costs_are_each_alone():
     """A part's "vela" block costs prepared for many stripe configs at once, and its cost
     for many (stripe config, area set) pairs at once, are what each gets alone (on a
-    part that has computed nothing else)."""
+    part that has computed nothing else; `_vela_costs`: computed, not remembered)."""
     batched, alone = _flow_document(), _flow_document()
     ctx = PlanContext(batched.graph, batched.regions, batched.home_map, batched.options)
     alone_ctx = PlanContext(alone.graph, alone.regions, alone.home_map, alone.options)
@@ -547,23 +547,61 @@ def test_batched_vela_costs_are_each_alone():
                 if blocks is not None:
                     listed = [pair[side] for pair in ours.block_shapes]
                     assert list(map(tuple, blocks.tolist())) == listed
-        # Constants read in place or copied (not counted), feature maps where they may live.
-        per_slot = [
-            [None, *homes[t.id]] if t.is_constant else sorted({cascade, *homes[t.id]})
-            for t in part.inputs
-        ]
-        weights = part.weight_tensor_idx
-        constants = [None] if weights < 0 else sorted({cascade, *homes[part.inputs[weights].id]})
-        area_sets = tuple(itertools.product(itertools.product(*per_slot), constants))
+        area_sets = _area_sets(part, homes, cascade)
         for out_area in sorted({cascade, *homes[part.output.id]}):
-            compute, access = ctx.vela_costs(part, configs, modes, out_area, area_sets)
+            compute, access = ctx._vela_costs(part, configs, modes, out_area, area_sets)
             for t, (config, mode) in enumerate(zip(configs, modes, strict=True)):
                 for k, area_set in enumerate(area_sets):
-                    one = alone_ctx.vela_costs(fresh, [config], [mode], out_area, (area_set,))
+                    one = alone_ctx._vela_costs(fresh, [config], [mode], out_area, (area_set,))
                     assert compute[t, k] == one[0][0, 0]
                     assert access[t, k].tolist() == one[1][0, 0].tolist()
                     checked += 1
     assert checked > 500
+
+
+def _area_sets(part, homes, cascade):
+    """Every (input areas, scale-bias area) a plan may give the part: constants read in
+    place or copied (not counted), feature maps where they may live."""
+    per_slot = [
+        [None, *homes[t.id]] if t.is_constant else sorted({cascade, *homes[t.id]})
+        for t in part.inputs
+    ]
+    weights = part.weight_tensor_idx
+    constants = [None] if weights < 0 else sorted({cascade, *homes[part.inputs[weights].id]})
+    return tuple(itertools.product(itertools.product(*per_slot), constants))
+
+
+@pytest.mark.skipif(not KWS_MODEL.is_file(), reason=f"no {KWS_MODEL}")
+def test_vela_costs_a_later_run_remembers_are_those_computed_afresh():
+    """A later cascader run on the graph (other options) takes the (config, mode, area set)
+    costs an earlier run computed from the graph's memo, in its own order and mix with
+    rows not computed yet: each is what a fresh graph computes for it alone."""
+    warm, alone = _flow_document(), _flow_document()
+    first = PlanContext(warm.graph, warm.regions, warm.home_map, warm.options)
+    options = dataclasses.replace(warm.options, always_copy_size=0, stripe_factors=2)
+    later = PlanContext(warm.graph, warm.regions, warm.home_map, options)
+    alone_ctx = PlanContext(alone.graph, alone.regions, alone.home_map, alone.options)
+    checked = 0
+    for part, fresh in zip(warm.graph.parts, alone.graph.parts, strict=True):
+        if not hasattr(part, "command_bound_batch"):
+            continue
+        configs = _stripe_configs(part, warm.options)[::4]
+        modes = [(RECOMPUTE, ROLLING)[i % 2] for i in range(len(configs))]
+        area_sets = _area_sets(part, warm.home_map, first.cascade)
+        asked = area_sets[::-1][:3]
+        for out_area in sorted({first.cascade, *warm.home_map[part.output.id]}):
+            first.vela_costs(part, configs[::2], modes[::2], out_area, area_sets)
+            # Each config in both modes: one remembered, one not (or the other way round).
+            pairs = [(config, mode) for config in configs[::-1] for mode in (ROLLING, RECOMPUTE)]
+            asked_configs, asked_modes = [c for c, _ in pairs], [m for _, m in pairs]
+            compute, access = later.vela_costs(part, asked_configs, asked_modes, out_area, asked)
+            for t, (config, mode) in enumerate(pairs):
+                for k, area_set in enumerate(asked):
+                    one = alone_ctx._vela_costs(fresh, [config], [mode], out_area, (area_set,))
+                    assert compute[t, k] == one[0][0, 0]
+                    assert access[t, k].tolist() == one[1][0, 0].tolist()
+                    checked += 1
+    assert checked > 200
 
 
 @needs_shared
