@@ -549,14 +549,22 @@ def test_batched_vela_costs_are_each_alone():
                     assert list(map(tuple, blocks.tolist())) == listed
         area_sets = _area_sets(part, homes, cascade)
         for out_area in sorted({cascade, *homes[part.output.id]}):
-            compute, access = ctx._vela_costs(part, configs, modes, out_area, area_sets)
-            for t, (config, mode) in enumerate(zip(configs, modes, strict=True)):
-                for k, area_set in enumerate(area_sets):
-                    one = alone_ctx._vela_costs(fresh, [config], [mode], out_area, (area_set,))
-                    assert compute[t, k] == one[0][0, 0]
-                    assert access[t, k].tolist() == one[1][0, 0].tolist()
-                    checked += 1
+            costs = ctx._vela_costs(part, configs, modes, out_area, area_sets)
+            pairs = list(zip(configs, modes, strict=True))
+            checked += _assert_each_alone(costs, alone_ctx, fresh, pairs, out_area, area_sets)
     assert checked > 500
+
+
+def _assert_each_alone(costs, alone_ctx, fresh, pairs, out_area, area_sets) -> int:
+    """Asserts each (config, mode) x area set row of `costs` (compute, access) is what
+    `alone_ctx` computes for it alone on the fresh graph's part; returns the rows checked."""
+    compute, access = costs
+    for t, (config, mode) in enumerate(pairs):
+        for k, area_set in enumerate(area_sets):
+            one = alone_ctx._vela_costs(fresh, [config], [mode], out_area, (area_set,))
+            assert compute[t, k] == one[0][0, 0]
+            assert access[t, k].tolist() == one[1][0, 0].tolist()
+    return len(pairs) * len(area_sets)
 
 
 def _area_sets(part, homes, cascade):
@@ -594,13 +602,8 @@ def test_vela_costs_a_later_run_remembers_are_those_computed_afresh():
             # Each config in both modes: one remembered, one not (or the other way round).
             pairs = [(config, mode) for config in configs[::-1] for mode in (ROLLING, RECOMPUTE)]
             asked_configs, asked_modes = [c for c, _ in pairs], [m for _, m in pairs]
-            compute, access = later.vela_costs(part, asked_configs, asked_modes, out_area, asked)
-            for t, (config, mode) in enumerate(pairs):
-                for k, area_set in enumerate(asked):
-                    one = alone_ctx._vela_costs(fresh, [config], [mode], out_area, (area_set,))
-                    assert compute[t, k] == one[0][0, 0]
-                    assert access[t, k].tolist() == one[1][0, 0].tolist()
-                    checked += 1
+            costs = later.vela_costs(part, asked_configs, asked_modes, out_area, asked)
+            checked += _assert_each_alone(costs, alone_ctx, fresh, pairs, out_area, asked)
     assert checked > 200
 
 
