@@ -36,6 +36,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import optuna
@@ -281,22 +282,29 @@ def architecture_misses(results: list[dict]) -> str:
     return "\n".join(lines) if lines else "Every distinct Vela point is matched."
 
 
-def _sweeps(models: dict[str, Path], baselines: Path, trials: int, architectures: bool) -> list:
+def _shared_sweep(model: Path, config: tuple, trials: int) -> dict:
+    """A shared model's sweep over the baselines' pool range."""
+    flags = ("--sram-min", SRAM_MIN, "--sram-max", "4MiB")
+    front, seconds, misfits = sweep_front(model, config, trials, flags)
+    return {"front": front, "seconds": seconds, "misfits": misfits}
+
+
+def _architecture_sweep(model: Path, config: tuple, trials: int) -> dict:
+    """An architecture's sweep at default flags, with the Vela compiles timed around it."""
+    front, seconds, misfits, vela_s = bracketed_sweep(model, config, trials, ())
+    return {"front": front, "seconds": seconds, "misfits": misfits, "vela_s": vela_s}
+
+
+def _sweeps(
+    models: dict[str, Path], baselines: Path, trials: int, sweep: Callable[..., dict]
+) -> list:
     results = []
     for name, model in models.items():
         for config in CONFIGS:
-            flags = () if architectures else ("--sram-min", SRAM_MIN, "--sram-max", "4MiB")
-            if architectures:
-                front, seconds, misfits, vela_s = bracketed_sweep(model, config, trials, flags)
-            else:
-                front, seconds, misfits = sweep_front(model, config, trials, flags)
-            result = {"model": name, "config": config, "front": front, "seconds": seconds,
-                      "misfits": misfits, "trials": trials,
-                      "vela": vela_rows(baselines, name, config)}  # fmt: skip
-            if architectures:
-                result["vela_s"] = vela_s
+            result = {"model": name, "config": config, **sweep(model, config, trials),
+                      "trials": trials, "vela": vela_rows(baselines, name, config)}  # fmt: skip
             results.append(result)
-            print(f"{name} {config[0]}: {len(front)} front points", file=sys.stderr)
+            print(f"{name} {config[0]}: {len(result['front'])} front points", file=sys.stderr)
     return results
 
 
@@ -316,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.architectures:
         names = [n for n in ARCHITECTURES if wanted is None or n in wanted]
         results = _sweeps({n: build_cached(n) for n in names}, ARCHITECTURE_BASELINES,
-                          args.trials, architectures=True)  # fmt: skip
+                          args.trials, _architecture_sweep)  # fmt: skip
         text = (
             f"Our front ({args.trials}-trial sweeps at default flags, Vela-model estimate) "
             "against Vela 5.2's dense arena sweeps (benchmarks/vela_architectures_5.2.0.csv): "
@@ -332,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         models = sorted((shared / "models").glob("*.tflite"))
         models = [m for m in models if wanted is None or m.stem in wanted]
         results = _sweeps({m.stem: m for m in models}, shared / "baselines" / "vela_5.2.0.csv",
-                          args.trials, architectures=False)  # fmt: skip
+                          args.trials, _shared_sweep)  # fmt: skip
         text = (
             f"Our front ({args.trials} trials per sweep, Vela-model estimate) against Vela "
             "5.2's points of the same configuration: a Vela point is matched when a front "
