@@ -4,6 +4,8 @@ object of DESIGN.md, cascader on/off and striping on/off, infeasible pools, writ
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from sessions import estimate
 
 from cascader.core.options import CascaderOptions
 from cascader.testing.architectures import (
+    build_cached,
     ds_cnn,
     efficientnet_b0_like,
     mobilenet_v1,
@@ -179,6 +182,40 @@ def test_each_seed_kind_exports_and_rebuilds_exactly(tmp_path: Path, capsys) -> 
         assert round(estimate["total_cycles"]) == config["predicted"]["total_cycles"]
         assert estimate["sram_used_bytes"] == config["predicted"]["sram_used_bytes"]
     assert kinds == [(True, "tvm"), (True, "tvm"), (False, "tvm"), (True, "vela")]
+
+
+def test_every_front_point_compiles_in_a_fresh_process_to_its_trials_numbers(
+    tmp_path: Path, capsys
+) -> None:
+    """A sweep's trials share the process's caches (cascader runs, schedules, block choices,
+    weight encodes), so a trial's numbers must not depend on what ran before it: each front
+    point's exported config, compiled by a new `dse` process, gives its trial's SRAM and
+    cycles (a DS-CNN on ethos-u65-256 Dedicated_Sram: cascaded, layer-by-layer and
+    weights-in-place points)."""
+    model = build_cached("ds_cnn")
+    out = tmp_path / "study"
+    sweep = ["sweep", "--model", str(model), "--accelerator-config", "ethos-u65-256",
+             "--trials", "24", "--seed", "3", "--out", str(out), "--study", "s",
+             "--json"]  # fmt: skip
+    assert main(sweep) == 0
+    result = json.loads(capsys.readouterr().out)
+    configs = [row["config"] for row in result["front"]]
+    kinds = {(c["enable_cascader"], c["buffer_weights"]) for c in configs}
+    assert kinds == {(True, True), (False, True), (False, False)}
+    for row in result["front"]:
+        cfg = tmp_path / f"cfg{row['trial']}.json"
+        assert main(["export", "--storage", result["storage"], "--study", "s",
+                     "--trial", str(row["trial"]), "-o", str(cfg)]) == 0  # fmt: skip
+        built = tmp_path / f"built{row['trial']}"
+        done = subprocess.run(
+            [sys.executable, "-m", "dse", "compile", "--model", str(model), "--config", str(cfg),
+             "-o", str(built)],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        estimate = json.loads((built / "manifest.json").read_text())["estimate"]
+        assert estimate["sram_used_bytes"] == row["sram_used_bytes"]
+        assert estimate["total_cycles"] == row["total_cycles"]
 
 
 def test_weights_read_in_place_leave_dedicated_sram_empty(tmp_path: Path, capsys) -> None:
