@@ -123,17 +123,28 @@ def valid_blocks(name: str, op: NpuOpDescription) -> tuple[tuple[int, int, int],
         fits = {}
         _BLOCK_FITS.keep(facts, fits)
     found = []
+    # What a block needs of SHRAM (IFM block, accumulators) never shrinks as it grows in
+    # any axis, so a block that does not fit makes every block at least as large in each
+    # axis not fit either: per row count, the smallest depth that failed at the last width
+    # (or at fewer rows) caps the depths asked (two thirds of the grid's blocks fail).
+    never = max_d + ublock.depth  # past the last depth of the grid
+    caps = dict.fromkeys(range(step_h, max_h + step_h, step_h), never)
     for w in range(step_w, max_w + step_w, step_w):
-        for h in range(step_h, max_h + step_h, step_h):
-            for d in range(ublock.depth, max_d + ublock.depth, ublock.depth):
+        cap = never
+        for h in caps:
+            cap = min(cap, caps[h])
+            for d in range(ublock.depth, cap, ublock.depth):
                 if d < max_d and d % ArchitectureFeatures.OFMSplitDepth:
                     continue
                 block = (h, w, d)
                 fit = fits.get(block)
                 if fit is None:
                     fit = fits[block] = _shape_free_config(name, op, block, facts) is not None
-                if fit:
-                    found.append(block)
+                if not fit:
+                    cap = d
+                    break
+                found.append(block)
+            caps[h] = cap
     if not found:
         raise ValueError(f"no block config fits {name} SHRAM for {op}")
     return tuple(found)
