@@ -16,11 +16,26 @@ class _PlanUse:
     adds beyond its own, depend on `touched` only (see `_joins`), so plans alike in it share
     that work: `signature`."""
 
-    __slots__ = ("elsewhere", "out_tensor", "overrides", "plan", "signature", "touched")
+    __slots__ = (
+        "cycles",
+        "elsewhere",
+        "memory_usage",
+        "out_tensor",
+        "overrides",
+        "part_group",
+        "plan",
+        "signature",
+        "touched",
+    )
 
     def __init__(self, plan: Plan, cascade: str) -> None:
-        boundary = plan.boundary_configs
         self.plan = plan
+        self.part_group, self.memory_usage, self.cycles = (
+            plan.part_group,
+            plan.memory_usage,
+            plan.cycles,
+        )
+        boundary = plan.boundary_configs
         self.overrides = {c.tensor.id: c for c in boundary if c.home_region == cascade}
         self.out_tensor = plan.output_config.tensor.id
         # One home per tensor, the plan's last word on it: a part's plan also carries the
@@ -52,12 +67,12 @@ class _PlanUse:
         configs.update(self.overrides)
         configs.pop(self.out_tensor, None)
         return Proposal(
-            proposal.part_group | self.plan.part_group,
+            proposal.part_group | self.part_group,
             (*proposal.plans, self.plan),
             configs,
             proposal.cascade_region,
             memory,
-            proposal.cycles + self.plan.cycles,
+            proposal.cycles + self.cycles,
             {**proposal.elsewhere, **self.elsewhere} if self.elsewhere else proposal.elsewhere,
         )
 
@@ -69,7 +84,17 @@ class _Residuals:
     hold the tensor; None when none does). Which of them a plan joins is then a few array
     operations per tensor the plan touches."""
 
-    __slots__ = ("_elsewhere", "_inputs", "codes", "cycles", "input_size", "memory", "proposals")
+    __slots__ = (
+        "_allowed",
+        "_elsewhere",
+        "_held",
+        "_inputs",
+        "codes",
+        "cycles",
+        "input_size",
+        "memory",
+        "proposals",
+    )
 
     def __init__(self, proposals: list[Proposal], codes: dict[str, int]) -> None:
         self.proposals = proposals
@@ -79,6 +104,8 @@ class _Residuals:
         self.cycles = np.array([p.cycles for p in proposals], dtype=np.int64)
         self._inputs: dict[int, np.ndarray | None] = {}
         self._elsewhere: dict[int, np.ndarray | None] = {}
+        self._allowed: dict[tuple[int, int], np.ndarray | None] = {}
+        self._held: dict[tuple[int, int], np.ndarray | None] = {}
 
     def homes(self, tensor_id: int, elsewhere: bool) -> np.ndarray | None:
         """Per proposal, the code of the region it homes the tensor in: among its homes
@@ -86,18 +113,44 @@ class _Residuals:
         memo = self._elsewhere if elsewhere else self._inputs
         if tensor_id in memo:
             return memo[tensor_id]
+        if elsewhere:
+            regions = [p.elsewhere.get(tensor_id) for p in self.proposals]
+        else:
+            configs = [p.input_configs.get(tensor_id) for p in self.proposals]
+            regions = [None if c is None else c.home_region for c in configs]
         found = None
-        for index, proposal in enumerate(self.proposals):
-            if elsewhere:
-                region = proposal.elsewhere.get(tensor_id)
-            else:
-                config = proposal.input_configs.get(tensor_id)
-                region = None if config is None else config.home_region
-            if region is not None:
-                if found is None:
-                    found = np.full(len(self.proposals), -1, dtype=np.int64)
-                found[index] = self.codes.setdefault(region, len(self.codes))
+        if regions.count(None) < len(regions):
+            codes = self.codes
+            found = np.array(
+                [-1 if r is None else codes.setdefault(r, len(codes)) for r in regions],
+                dtype=np.int64,
+            )
         memo[tensor_id] = found
+        return found
+
+    def allowed(self, tensor_id: int, code: int) -> np.ndarray | None:
+        """Per proposal, whether it leaves the tensor to a plan homing it in region `code`
+        (None: every proposal does)."""
+        key = (tensor_id, code)
+        if key in self._allowed:
+            return self._allowed[key]
+        found = None
+        for homes in (self.homes(tensor_id, False), self.homes(tensor_id, True)):
+            if homes is not None:
+                ok = (homes < 0) | (homes == code)
+                found = ok if found is None else found & ok
+        self._allowed[key] = found
+        return found
+
+    def held_bytes(self, tensor_id: int, size: int) -> np.ndarray | None:
+        """Per proposal, the bytes of the tensor (of `size`) among its input configs (None:
+        no proposal holds it)."""
+        key = (tensor_id, size)
+        if key in self._held:
+            return self._held[key]
+        held = self.homes(tensor_id, False)
+        found = None if held is None else np.where(held >= 0, size, 0)
+        self._held[key] = found
         return found
 
 
@@ -109,19 +162,19 @@ def _joins(use: _PlanUse, residuals: _Residuals) -> tuple[np.ndarray, ...]:
     so one the plan homes elsewhere conflicts, and one it homes there (or makes) is its own:
     the result depends on `use.touched` alone. (Residual proposals never share a part
     with the plan: they cover the rest of its group.)"""
-    joins = np.ones(len(residuals.memory), dtype=bool)
+    joins = None
     extra = residuals.input_size
     codes = residuals.codes
     for tensor_id, (home, size, accounted) in use.touched.items():
-        held = residuals.homes(tensor_id, False)
         if home is not None:
-            code = codes.setdefault(home, len(codes))
-            for homes in (held, residuals.homes(tensor_id, True)):
-                if homes is not None:
-                    joins &= (homes < 0) | (homes == code)
-        if accounted and held is not None:
-            extra = extra - np.where(held >= 0, size, 0)
-    picked = np.flatnonzero(joins)
+            allowed = residuals.allowed(tensor_id, codes.setdefault(home, len(codes)))
+            if allowed is not None:
+                joins = allowed if joins is None else joins & allowed
+        if accounted:
+            held = residuals.held_bytes(tensor_id, size)
+            if held is not None:
+                extra = extra - held
+    picked = np.arange(len(extra)) if joins is None else np.flatnonzero(joins)
     return picked, extra[picked], residuals.memory[picked], residuals.cycles[picked]
 
 
@@ -172,11 +225,14 @@ def generate_proposals(
         # Candidates in the original's order: plan after plan, each with the residual
         # proposals it joins in their order (their index breaks exact ties in the cull).
         entries: list[tuple[_PlanUse, list[Proposal], np.ndarray]] = []
-        memory: list[np.ndarray] = []
-        cycles: list[np.ndarray] = []
+        extras: list[np.ndarray] = []
+        helds: list[np.ndarray] = []
+        spents: list[np.ndarray] = []
         for use in uses.get(group.bit_length() - 1, ()):
-            rest = group & ~use.plan.part_group
-            residuals = partial(rest)
+            rest = group & ~use.part_group
+            residuals = memo.get(rest)
+            if residuals is None:
+                residuals = partial(rest)
             key = (use.signature, rest)
             joined = joins.get(key)
             if joined is None:
@@ -187,18 +243,22 @@ def generate_proposals(
             picked, extra, held, spent = joined
             if len(picked):
                 entries.append((use, residuals, picked))
-                memory.append(np.maximum(use.plan.memory_usage + extra, held))
-                cycles.append(spent + use.plan.cycles)
+                extras.append(extra)
+                helds.append(held)
+                spents.append(spent)
         if not entries:
             memo[group] = []
             return []
+        # A candidate holds the larger of its plan's memory plus what the residual proposal
+        # holds beyond it, and the residual's own peak; its cycles add up.
         counts = [len(picked) for _, _, picked in entries]
         entry_of = np.repeat(np.arange(len(entries)), counts)
         position = np.arange(len(entry_of)) - np.repeat(np.cumsum(counts) - counts, counts)
-        peaks = np.concatenate(memory)
-        kept = pareto_cull(
-            range(len(entry_of)), peaks, np.concatenate(cycles), max_proposals, disable_pareto
-        )
+        own_memory = np.array([use.memory_usage for use, _, _ in entries], dtype=np.int64)
+        own_cycles = np.array([use.cycles for use, _, _ in entries], dtype=np.int64)
+        peaks = np.maximum(own_memory[entry_of] + np.concatenate(extras), np.concatenate(helds))
+        spent_all = own_cycles[entry_of] + np.concatenate(spents)
+        kept = pareto_cull(range(len(entry_of)), peaks, spent_all, max_proposals, disable_pareto)
         result = []
         for i in kept:
             use, residuals, picked = entries[entry_of[i]]
