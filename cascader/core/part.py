@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
+from functools import cached_property
 
 import numpy as np
 
@@ -38,17 +40,23 @@ class PerformanceInfo:
 class BlockCosts:
     """Cost of computing a whole output tensor with one output stripe config, per candidate
     block config (rows): compute cycles, bytes read per input (columns), bytes written, and
-    each block's (input, output) shapes, whose innermost extents set the burst efficiency."""
+    each block's (input, output) shapes, whose innermost extents set the burst efficiency.
+    The shapes are built when first asked (`shapes_of`): most costs are read from the
+    part's block arrays instead, and a multi-dimensional run makes tens of thousands."""
 
     compute_cycles: np.ndarray
     read_bytes: np.ndarray
     write_bytes: int
-    block_shapes: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]
+    shapes_of: Callable[[], tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]]
     moved_bytes: np.ndarray = field(init=False)  # read_bytes with the write as last column
 
     def __post_init__(self) -> None:
         written = np.full((len(self.read_bytes), 1), float(self.write_bytes))
         object.__setattr__(self, "moved_bytes", np.hstack([self.read_bytes, written]))
+
+    @cached_property
+    def block_shapes(self) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
+        return self.shapes_of()
 
 
 class Part(ABC):
@@ -125,7 +133,7 @@ class Part(ABC):
             np.array([info.compute_cycles], dtype=np.float64),
             np.array([info.read_bytes], dtype=np.float64),
             info.write_bytes,
-            ((info.block_input_shape, info.block_output_shape),),
+            lambda: ((info.block_input_shape, info.block_output_shape),),
         )
 
     def to_json(self) -> dict:

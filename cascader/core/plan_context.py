@@ -433,7 +433,7 @@ class PlanContext:
         """`_area_terms` of configs of shapes not seen yet, stored under `keys`."""
         matrices, latencies = self._area_matrices(out_area, area_sets)
         weights = getattr(part, "weight_tensor_idx", -1)
-        blocks = len(costs[0].block_shapes)
+        blocks = len(costs[0].compute_cycles)
 
         def per_byte(slot: int, area: str | None) -> np.ndarray:
             """(config, block config) cycles per byte of `slot` moved in `area`."""
@@ -535,14 +535,14 @@ class PlanContext:
         key = (part.id, config.shape, slot, area)
         found = self._memos.per_byte.get(key)
         if found is None and area is None:
-            found = self._memos.per_byte[key] = np.zeros(len(costs.block_shapes))
+            found = self._memos.per_byte[key] = np.zeros(len(costs.compute_cycles))
         if found is None:
             tensor = part.inputs[slot] if is_read else part.output
             region = self.regions[area]
             bandwidth = region.read_bandwidth if is_read else region.write_bandwidth
             if tensor.is_constant:
                 ratio = tensor.compression_ratio * part_encoding(part, slot)[0]
-                found = np.full(len(costs.block_shapes), ratio / bandwidth)
+                found = np.full(len(costs.compute_cycles), ratio / bandwidth)
             else:
                 # From the part's block arrays if it offers them: its input blocks, the
                 # same for every stripe shape (efficiencies kept per part), or its output

@@ -126,7 +126,8 @@ def valid_blocks(name: str, op: NpuOpDescription) -> tuple[tuple[int, int, int],
     # What a block needs of SHRAM (IFM block, accumulators) never shrinks as it grows in
     # any axis, so a block that does not fit makes every block at least as large in each
     # axis not fit either: per row count, the smallest depth that failed at the last width
-    # (or at fewer rows) caps the depths asked (two thirds of the grid's blocks fail).
+    # (or at fewer rows) caps the depths asked (building an EfficientNet-like network's
+    # graph, 36,016 of the 49,506 blocks asked before did not fit).
     never = max_d + ublock.depth  # past the last depth of the grid
     caps = dict.fromkeys(range(step_h, max_h + step_h, step_h), never)
     for w in range(step_w, max_w + step_w, step_w):

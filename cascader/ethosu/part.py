@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 
@@ -633,7 +634,7 @@ class EthosuPart(Part):
                 cycles[index],
                 read[index],
                 written[index] * dtype_bytes,
-                self._stripe_blocks(config.shape),
+                partial(self._stripe_blocks, config.shape),
             )
 
     def _reads_of(self, shape: tuple[int, ...]) -> np.ndarray:
