@@ -18,6 +18,7 @@ from cascader.artifact.vela_tflite import model_for_firmware
 from cascader.pipeline import Session
 from cascader.point import PointConfig
 from cascader.simulator import FindingKind, SimulationError, VelaModel, run_vela_tflite
+from cascader.simulator.driver import driver_refusals
 from cascader.simulator.vela_tflite import OperatorInfo
 from cascader.verify.boundaries import TfliteGraph
 from cascader.verify.litert import KERNELS, DiffStats, diff_stats, litert_outputs, random_inputs
@@ -59,7 +60,7 @@ class LiteRTHostOps:
 @dataclass(frozen=True)
 class SimulationCheck:
     """A Vela-format file simulated against LiteRT on the original model, per output over
-    every sample, with the simulator's findings."""
+    every sample, with the simulator's findings and the driver's refusals of the file."""
 
     samples: int
     outputs: tuple[DiffStats, ...]
@@ -124,7 +125,7 @@ def check_against_litert(
             kernels = "builtin" if found is None else "reference"
     expected = found or [litert_outputs(reference, inputs, kernels) for inputs in drawn]
     simulated: list[list[np.ndarray]] = []
-    findings: dict[str, None] = {}
+    findings = dict.fromkeys(str(f) for f in driver_refusals(data))
     npu_ops = 0
     for inputs in drawn:
         run = run_vela_tflite(parsed, inputs, host=host)

@@ -11,7 +11,10 @@ The `OfflineMemoryAllocation` metadata places the scratch tensors at offset 0 of
 and every IFM and OFM of an NPU operator at the address the command stream reads it from, so
 host operators around them (kept as TFLite builtins) find them there. Tensors are numbered
 in order of first use by the operators, buffers likewise (buffer 0 the empty one), then the
-model's own metadata and the allocation; signature definitions follow the renumbering."""
+model's own metadata and the allocation; signature definitions follow the renumbering. Every
+buffer's data starts at a multiple of 16 bytes in the file, as the TFLite schema asks
+(`force_align: 16`) and as Arm's driver requires of the command stream and of every base
+address it is given (`cascader.simulator.driver` applies those checks)."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from ai_edge_litert import schema_py_generated as schema
 from cascader.ethosu.codegen import Compiled
 from cascader.ir.npu_ops import Layout
 from cascader.ir.schedule import REGION_ARENA, Schedule
+from cascader.simulator.driver import driver_refusals
 from cascader.verify.boundaries import NpuStep, TfliteGraph, npu_steps
 
 CUSTOM_CODE = b"ethos-u"
@@ -36,6 +40,7 @@ COMMAND_STREAM, READ_ONLY, SCRATCH, SCRATCH_FAST = (
     b"scratch_fast",
 )
 _NOT_PLANNED = -1  # an offset TFLite Micro plans online
+BUFFER_ALIGNMENT = 16
 
 
 class PackageError(ValueError):
@@ -53,8 +58,28 @@ def _uint8_tensor(name: bytes, size: int, buffer: int) -> schema.TensorT:
     return tensor
 
 
-def _buffer(data: bytes | None) -> schema.BufferT:
-    buffer = schema.BufferT()
+class _AlignedBuffer(schema.BufferT):
+    """A buffer packed with its data at a multiple of `BUFFER_ALIGNMENT` bytes from the end of
+    the flatbuffer, hence (the builder pads the finished file to its largest alignment) from
+    its start: the object API aligns byte vectors only to 4."""
+
+    def Pack(self, builder: flatbuffers.Builder) -> int:
+        if self.data is None:
+            return super().Pack(builder)
+        payload = np.asarray(self.data, np.uint8).tobytes()
+        builder.StartVector(1, len(payload), BUFFER_ALIGNMENT)
+        builder.head -= len(payload)
+        builder.Bytes[builder.head : builder.head + len(payload)] = payload
+        data = builder.EndVector()
+        schema.BufferStart(builder)
+        schema.BufferAddData(builder, data)
+        schema.BufferAddOffset(builder, self.offset)
+        schema.BufferAddSize(builder, self.size)
+        return schema.BufferEnd(builder)
+
+
+def _buffer(data: bytes | np.ndarray | None) -> _AlignedBuffer:
+    buffer = _AlignedBuffer()
     buffer.data = None if data is None else np.frombuffer(data, np.uint8)
     return buffer
 
@@ -109,7 +134,8 @@ def vela_tflite(
     model: bytes, steps: Sequence[NpuStep], compiled: Compiled, schedule: Schedule
 ) -> bytes:
     """The model with every NPU function of `steps` (which TFLite tensors and operators each
-    stands for) replaced by its `ethos-u` operator from `compiled` and `schedule`."""
+    stands for) replaced by its `ethos-u` operator from `compiled` and `schedule`. Raises
+    PackageError for a file Arm's driver would refuse (`driver_refusals`)."""
     tree = schema.ModelT.InitFromPackedBuf(model, 0)
     if len(tree.subgraphs) != 1:
         raise PackageError(f"the model has {len(tree.subgraphs)} subgraphs; one is supported")
@@ -183,12 +209,12 @@ def vela_tflite(
     sub.operators = operators
     sub.inputs = [new_id[int(t)] for t in sub.inputs]
     sub.outputs = [new_id[int(t)] for t in sub.outputs]
-    new_buffers = [_buffer(None)] + [buffers[b] for b in data_buffers[1:]]
+    new_buffers = [_buffer(None)] + [_buffer(buffers[b].data) for b in data_buffers[1:]]
     metadata = []
     for entry in tree.metadata or []:
         if entry.name == OFFLINE_ALLOCATION:
             continue
-        new_buffers.append(buffers[entry.buffer])
+        new_buffers.append(_buffer(buffers[entry.buffer].data))
         entry.buffer = len(new_buffers) - 1
         metadata.append(entry)
     offsets = [_NOT_PLANNED] * len(kept_tensors)
@@ -215,7 +241,11 @@ def vela_tflite(
     tree.description = b"cascader-dse Optimised"
     builder = flatbuffers.Builder(1024)
     builder.Finish(tree.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
+    data = bytes(builder.Output())
+    refusals = driver_refusals(data)
+    if refusals:
+        raise PackageError(f"the Ethos-U driver would refuse it: {refusals[0]}")
+    return data
 
 
 def _in_order(

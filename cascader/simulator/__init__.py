@@ -21,8 +21,12 @@ Public API:
   `read_tensor(image, placement)` -> (values, fully written?) and `write_tensor(...)`.
 - `run_vela_tflite(model, inputs, accelerator=None)` -> `VelaRunResult` runs a Vela output
   .tflite (`vela_tflite` documents how regions, base pointers and I/O addresses are set up).
+- `driver_refusals(model)` -> the `Finding`s (kind `driver-refusal`) for which Arm's driver or
+  TFLite Micro's Ethos-U kernel would refuse to start a Vela-format file's command streams
+  (alignment, payload framing, sizes): what a memory-image simulation cannot see.
 """
 
+from cascader.simulator.driver import driver_refusals
 from cascader.simulator.errors import Finding, FindingKind, SimulationError
 from cascader.simulator.memory import SHRAM, RegionImage
 from cascader.simulator.simulate import SimulationResult, simulate
@@ -39,6 +43,7 @@ __all__ = [
     "TensorPlacement",
     "VelaModel",
     "VelaRunResult",
+    "driver_refusals",
     "read_tensor",
     "run_vela_tflite",
     "simulate",

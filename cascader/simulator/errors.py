@@ -18,6 +18,7 @@ class FindingKind(str, Enum):
     MALFORMED_STREAM = "malformed-stream"  # truncated stream, bad header, missing STOP
     BAD_WEIGHTS = "bad-weights"  # a weight or scale stream that does not decode as programmed
     HAZARD = "hazard"  # an access racing an outstanding DMA or kernel (a missing wait)
+    DRIVER_REFUSAL = "driver-refusal"  # a file Arm's driver or TFLM's kernel would not run
 
 
 @dataclass(frozen=True)
