@@ -29,6 +29,7 @@ from dse.sizes import format_size, parse_size
 _INPUT_ERRORS = (ModelError, DeviceConfigError, GraphFormatError)
 MAX_TRIALS = 10_000  # one request is queued in one transaction, at ~3 ms a ticket on SQLite
 MAX_SAMPLES = 1000
+DEFAULT_SAMPLES = 8  # enough for an output that varies with its input to show that it does
 
 
 class _Parser(argparse.ArgumentParser):
@@ -267,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--config", dest="config", metavar="cfg.json")
     src.add_argument("--sram", type=_size, metavar="SIZE")
     _add_point_options(p, "--vela-config")
-    p.add_argument("--samples", type=_SAMPLES, default=1, metavar="N")
+    _add_samples(p)
     _add_json(p)
 
     p = sub.add_parser(
@@ -275,9 +276,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--model", required=True, metavar="X.tflite", help="dse's or Vela's output")
     p.add_argument("--reference", required=True, metavar="M.tflite", help="the original model")
-    p.add_argument("--samples", type=_SAMPLES, default=1, metavar="N")
+    _add_samples(p)
     _add_json(p)
+
+    p = sub.add_parser(
+        "cut", help="cut a model where its outputs vary with its input, for verify and simulate"
+    )
+    p.add_argument("--model", required=True, metavar="M.tflite")
+    _add_samples(p)
+    p.add_argument("-o", "--output", required=True, metavar="CUT.tflite")
     return parser
+
+
+def _add_samples(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--samples",
+        type=_SAMPLES,
+        default=DEFAULT_SAMPLES,
+        metavar="N",
+        help=f"random inputs to run (default {DEFAULT_SAMPLES})",
+    )
 
 
 def _versions() -> str:
@@ -314,6 +332,8 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
         from dse.commands.verify import run
     elif name == "simulate":
         from dse.commands.simulate import run
+    elif name == "cut":
+        from dse.commands.cut import run
     else:
         raise ValueError(f"no command {name!r}")
     return run

@@ -20,6 +20,7 @@ from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
 from cascader.verify.model_reference import ModelReference
 
+MIN_DISTINCT = 16  # distinct values an output needs for a zero difference to mean much
 KERNELS = {
     "reference": OpResolverType.BUILTIN_REF,
     "builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
@@ -54,9 +55,18 @@ def random_inputs(model: bytes, rng: np.random.Generator) -> list[np.ndarray]:
     return inputs
 
 
+def telling(distinct: int, varying: float, min_distinct: int = MIN_DISTINCT) -> bool:
+    """Whether values that take `distinct` values, `varying` of them not the same in every
+    sample, are worth comparing: then a wrong weight or register shows as a difference."""
+    return distinct >= min_distinct and varying > 0.0
+
+
 @dataclass(frozen=True)
 class DiffStats:
-    """|a - b| over every element of one output across all samples."""
+    """|a - b| over every element of one output across all samples, and how much the values
+    compared against (`b`) say: a difference of 0 on an output that is the same for every
+    input (a saturated classifier, say) proves little, since a wrong weight often leaves it
+    unchanged."""
 
     output: int
     elements: int
@@ -64,6 +74,12 @@ class DiffStats:
     exact: float  # share of elements equal
     off_by_one: float
     more: float
+    distinct: int = 0  # distinct values of b over every element and sample
+    varying: float = 0.0  # share of b's elements not the same in every sample
+
+    @property
+    def telling(self) -> bool:
+        return telling(self.distinct, self.varying)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -73,6 +89,7 @@ def diff_stats(output: int, a: Sequence[np.ndarray], b: Sequence[np.ndarray]) ->
     diff = np.concatenate(
         [np.abs(x.astype(np.int64) - y.astype(np.int64)).ravel() for x, y in zip(a, b, strict=True)]
     )
+    truth = np.stack([np.asarray(y).ravel() for y in b])
     return DiffStats(
         output=output,
         elements=int(diff.size),
@@ -80,6 +97,8 @@ def diff_stats(output: int, a: Sequence[np.ndarray], b: Sequence[np.ndarray]) ->
         exact=float(np.mean(diff == 0)),
         off_by_one=float(np.mean(diff == 1)),
         more=float(np.mean(diff > 1)),
+        distinct=int(np.unique(truth).size),
+        varying=float(np.mean((truth != truth[0]).any(axis=0))) if truth.size else 0.0,
     )
 
 

@@ -15,6 +15,7 @@ from cascader.frontend.errors import ModelError
 from cascader.frontend.tflite_check import parse_tflite, read_model
 from cascader.frontend.tflite_import import load_tflite
 from cascader.simulator import SimulationError
+from dse.constant_outputs import warn_constant
 from dse.errors import BadInput
 
 LITERT_TOLERANCE = 1  # steps of the output quantisation where the NPU rounds unlike TFLite
@@ -33,11 +34,13 @@ def _table(result: SimulationCheck) -> str:
     lines = [
         f"{result.samples} random sample(s), {result.ethos_u_ops} ethos-u operator(s), "
         f"{result.npu_ops} NPU operations, {result.seconds:.2f} s",
-        f"{'output':<8} {'simulated vs litert':>20} {'exact':>8} {'off by one':>11}",
+        f"{'output':<8} {'simulated vs litert':>20} {'exact':>8} {'off by one':>11} "
+        f"{'distinct':>9}",
     ]
     for out in result.outputs:
         lines.append(
-            f"{out.output:<8} {out.max_abs_diff:>20} {out.exact:>8.1%} {out.off_by_one:>11.1%}"
+            f"{out.output:<8} {out.max_abs_diff:>20} {out.exact:>8.1%} {out.off_by_one:>11.1%} "
+            f"{out.distinct:>9}"
         )
     if result.findings:
         lines.append("simulator findings: " + "; ".join(result.findings))
@@ -57,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     except SimulationError as error:
         raise BadInput(f"{args.model}: {str(error).splitlines()[0]}") from None
     print(json.dumps(result.to_json()) if args.json else _table(result))
+    warn_constant("dse simulate", args.reference, result.outputs, result.samples)
     if result.max_abs_diff() > LITERT_TOLERANCE:
         worst = max(result.outputs, key=lambda o: o.max_abs_diff)
         print(

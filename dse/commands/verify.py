@@ -20,6 +20,7 @@ from cascader.reference.striped import StripeError
 from cascader.verify.point import Verification, verify_point
 from dse.commands.estimate import scored_point
 from dse.config import load_config, point_args
+from dse.constant_outputs import warn_constant
 from dse.errors import BadInput, NothingFits
 from dse.sizes import format_size
 
@@ -40,14 +41,16 @@ def _table(model: str, result: Verification) -> str:
     ]
     lines.append(
         f"{'output':<8} {'shape':<20} {'schedule vs reference':>22} "
-        f"{'command stream vs ref':>22} {'reference vs litert':>20} {'exact':>7}"
+        f"{'command stream vs ref':>22} {'reference vs litert':>20} {'exact':>7} "
+        f"{'distinct':>9}"
     )
     for out in data["outputs"]:
         ours, theirs = out["schedule_vs_reference"], out["reference_vs_litert"]
         streamed = out.get("command_stream_vs_reference", {}).get("max_abs_diff", "-")
         lines.append(
             f"{out['index']:<8} {tuple(out['shape'])!s:<20} {ours['max_abs_diff']:>22} "
-            f"{streamed:>22} {theirs['max_abs_diff']:>20} {theirs['exact']:>7.1%}"
+            f"{streamed:>22} {theirs['max_abs_diff']:>20} {theirs['exact']:>7.1%} "
+            f"{ours['distinct']:>9}"
         )
     if data["findings"]:
         lines.append("simulator findings: " + "; ".join(data["findings"]))
@@ -79,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
             f"{result.point.schedule.sram_bytes} bytes"
         )
     print(json.dumps(result.to_json()) if args.json else _table(args.model, result))
+    checked = [out.schedule_vs_reference for out in result.outputs]
+    warn_constant("dse verify", args.model, checked, result.samples)
     problem = _problem(result)
     if problem:
         print(f"dse verify: {args.model}: {problem}", file=sys.stderr)

@@ -23,6 +23,8 @@ SUBCOMMANDS = (
     "graph",
     "propose",
     "verify",
+    "simulate",
+    "cut",
 )
 
 

@@ -36,15 +36,15 @@ def chain(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_verify_json_is_the_design_object(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = _verify(capsys, EXAMPLE, "--sram", "256KiB", "--samples", "2", "--json")
+    code, out = _verify(capsys, EXAMPLE, "--sram", "256KiB", "--json")
     assert code == 0, out
-    data = json.loads(out)
-    assert data["samples"] == 2
+    data = json.loads(out)  # and no warning: the output varies (a constant one is warned of)
+    assert data["samples"] == 8
     assert data["max_abs_diff"]["schedule_vs_reference"] == 0
     assert data["max_abs_diff"]["reference_vs_litert"] <= 1
     (output,) = data["outputs"]
     assert output["shape"] == [1, 10]
-    assert output["schedule_vs_reference"]["elements"] == 20
+    assert output["schedule_vs_reference"]["elements"] == 80
     assert output["schedule_vs_reference"]["exact"] == 1.0
     assert data["schedule"]["cascaded"] and data["schedule"]["stripes"] > 67
     assert 0 < data["schedule"]["sram_used_bytes"] <= 256 * 1024
