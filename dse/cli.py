@@ -46,6 +46,13 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def _file(text: str) -> str:
+    """An argparse type: a file name that is not empty (`Path("")` is the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the file name is empty; give a file")
+    return text
+
+
 def _whole(low: int, high: int, why: str = "") -> Callable[[str], int]:
     """An argparse type: a whole number from `low` to `high` (`why` says where the upper
     bound comes from)."""
@@ -166,8 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("sweep", help="explore SRAM sizes and cascader options; show the front")
-    p.add_argument("--model", metavar="M.tflite", help="int8 TFLite model")
-    p.add_argument("--graph", metavar="G.json", help="a cascader graph (cascader cost only)")
+    p.add_argument("--model", type=_file, metavar="M.tflite", help="int8 TFLite model")
+    p.add_argument(
+        "--graph", type=_file, metavar="G.json", help="a cascader graph (cascader cost only)"
+    )
     kept = "; a continued study keeps its own"
     _add_device_options(p, "--config", kept)
     for flag, default in (("--sram-min", SRAM_MIN), ("--sram-max", SRAM_MAX)):
@@ -234,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, metavar="cfg.json")
 
     p = sub.add_parser("compile", help="rebuild a schedule and write the NPU command stream")
-    p.add_argument("--model", required=True, metavar="M.tflite")
+    p.add_argument("--model", type=_file, required=True, metavar="M.tflite")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--config", dest="config", metavar="cfg.json", help="from `dse export`")
     src.add_argument("--sram", type=_size, metavar="SIZE")
@@ -242,20 +251,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, metavar="DIR")
 
     p = sub.add_parser("estimate", help="score one point with Vela's performance model")
-    p.add_argument("--model", metavar="M.tflite")
-    p.add_argument("--graph", metavar="G.json", help="a cascader graph instead of a model")
+    p.add_argument("--model", type=_file, metavar="M.tflite")
+    p.add_argument(
+        "--graph", type=_file, metavar="G.json", help="a cascader graph instead of a model"
+    )
     p.add_argument("--sram", type=_size, default=None, metavar="SIZE")
     _add_point_options(p)
     _add_json(p)
 
     p = sub.add_parser("graph", help="write a model's cascader graph as JSON")
-    p.add_argument("--model", required=True, metavar="M.tflite")
+    p.add_argument("--model", type=_file, required=True, metavar="M.tflite")
     p.add_argument("--sram", type=_size, default=None, metavar="SIZE", help="pool (1 MiB)")
     _add_device_options(p, "--config")
     p.add_argument("-o", "--output", required=True, metavar="G.json")
 
     p = sub.add_parser("propose", help="run the cascader core on a graph JSON")
-    p.add_argument("--graph", required=True, metavar="G.json")
+    p.add_argument("--graph", type=_file, required=True, metavar="G.json")
     p.add_argument("--sram", type=_size, default=None, metavar="SIZE")
     p.add_argument(
         "--option", action="append", default=[], metavar="K=V", help="override an option"
@@ -263,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_json(p)
 
     p = sub.add_parser("verify", help="check a schedule's numbers against a reference")
-    p.add_argument("--model", required=True, metavar="M.tflite")
+    p.add_argument("--model", type=_file, required=True, metavar="M.tflite")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--config", dest="config", metavar="cfg.json")
     src.add_argument("--sram", type=_size, metavar="SIZE")
@@ -274,15 +285,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "simulate", help="run a Vela-format .tflite on the Ethos-U simulator against LiteRT"
     )
-    p.add_argument("--model", required=True, metavar="X.tflite", help="dse's or Vela's output")
-    p.add_argument("--reference", required=True, metavar="M.tflite", help="the original model")
+    p.add_argument(
+        "--model", type=_file, required=True, metavar="X.tflite", help="dse's or Vela's output"
+    )
+    p.add_argument(
+        "--reference", type=_file, required=True, metavar="M.tflite", help="the original model"
+    )
     _add_samples(p)
     _add_json(p)
 
     p = sub.add_parser(
         "cut", help="cut a model where its outputs vary with its input, for verify and simulate"
     )
-    p.add_argument("--model", required=True, metavar="M.tflite")
+    p.add_argument("--model", type=_file, required=True, metavar="M.tflite")
     _add_samples(p)
     p.add_argument("-o", "--output", required=True, metavar="CUT.tflite")
     return parser

@@ -17,7 +17,7 @@ from dse.database import shown_url
 from dse.errors import BadInput, NothingFits
 from dse.evaluators import make_evaluator, model_session
 from dse.inputs import MAX_CONFIG_BYTES, read_input
-from dse.output import write_file
+from dse.output import json_of_format, write_file
 from dse.sizes import format_size
 from dse.space import DesignPoint, align_down
 from dse.study import StudySettings, load_settings, model_sha256
@@ -241,7 +241,7 @@ def build_config(
 
 def write_config(config: dict, path: Path) -> None:
     """Write through a temporary file and rename, so a failure leaves any old file intact."""
-    write_file(path, json.dumps(config, indent=2) + "\n")
+    write_file(path, json.dumps(config, indent=2) + "\n", json_of_format(CONFIG_FORMAT), "config")
 
 
 def load_config(path: str | Path, model_path: str | Path | None = None) -> dict:

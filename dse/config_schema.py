@@ -9,7 +9,7 @@ import math
 import re
 from typing import Any
 
-from cascader.core.options import COST_MODELS
+from cascader.core import options
 
 CONFIG_FORMAT = "cascader-dse-config"
 CONFIG_VERSION = 1
@@ -19,11 +19,10 @@ CONFIG_VERSION = 1
 # 2**24 long) down to its last quantum, and enumerating 10**6 of them took 17 s; a plan
 # holds at most every operator of a model (at most 65536), proposals are thinned to a count
 # of at most all of them; no tensor a model may hold is over 4 GiB.
+# The options a sweep explores and a config carries, with the ranges the cascader takes.
 OPTION_RANGES: dict[str, tuple[int, int]] = {
-    "stripe_factors": (1, 64),
-    "max_plan_size": (1, 1 << 16),
-    "max_proposals": (1, 1 << 16),
-    "always_copy_size": (0, 1 << 32),
+    name: options.OPTION_RANGES[name]
+    for name in ("stripe_factors", "max_plan_size", "max_proposals", "always_copy_size")
 }
 MAX_POOL_BYTES = 1 << 40  # an Ethos-U65's address space; the device refuses beyond its own
 MAX_SEED = (1 << 32) - 1  # Optuna's samplers seed numpy, whose seeds are 32 bits
@@ -50,7 +49,7 @@ _OPTIONS = {
             name: {"type": "integer", "minimum": low, "maximum": high}
             for name, (low, high) in OPTION_RANGES.items()
         },
-        "cost_model": {"enum": list(COST_MODELS)},
+        "cost_model": {"enum": list(options.COST_MODELS)},
     },
 }
 

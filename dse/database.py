@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import sqlite3
 import stat
 from collections.abc import Iterator
@@ -120,6 +121,9 @@ def check_sqlite_file(path: Path, create: bool) -> None:
             problems = [row[0] for row in db.execute("PRAGMA quick_check(1)")]
             tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
     except sqlite3.DatabaseError as error:
+        full = full_disk(path)
+        if full is not None:
+            raise full from None
         if "not a database" in str(error):
             raise BadInput(
                 f"{where} is not a SQLite database; give another --out or --storage"
@@ -128,6 +132,9 @@ def check_sqlite_file(path: Path, create: bool) -> None:
             f"{where} is damaged ({error}); restore it from a copy or start a new study"
         ) from None
     if problems != ["ok"]:
+        full = full_disk(path)
+        if full is not None:
+            raise full from None
         raise BadInput(
             f"{where} is damaged ({problems[0][:120]}); restore it from a copy or start a new study"
         )
@@ -207,8 +214,31 @@ def open_failure(error: BaseException, url: str) -> BadInput:
     )
 
 
+# Free bytes below which a SQLite I/O failure is taken for a full disk (SQLite reports ENOSPC
+# as "disk I/O error" where it writes its journal).
+_FULL_DISK_BYTES = 1 << 20
+
+
+def full_disk(path: Path) -> BadInput | None:
+    """The one line for a SQLite study whose disk is full, or None when it has room."""
+    try:
+        free = shutil.disk_usage(path.parent if path.parent.exists() else Path.cwd()).free
+    except OSError:
+        return None
+    if free >= _FULL_DISK_BYTES:
+        return None
+    return BadInput(
+        f"the disk holding {path} is full ({free} bytes free); free some space and run the "
+        "command again (the study as stored is kept)"
+    )
+
+
 def run_failure(error: BaseException, url: str) -> BadInput:
     """One line for a storage that failed while the command ran: what is stored stays."""
+    path = sqlite_path(url)
+    full = full_disk(path) if path is not None else None
+    if full is not None:
+        return full
     return BadInput(
         f"the study's database failed ({_reason(error, url)}) at {shown_url(url)}; check the "
         f"database {_server(url)} and run the command again (trials already stored are kept)"

@@ -1,8 +1,10 @@
-"""Output that is all or nothing: a file is written beside its target and renamed over it; a
-folder (a build, a report) is written into a fresh folder beside its target, which then
-replaces the target whole. Nothing is ever written through a symlink in the way (the rename
-replaces the link itself), a file the new output does not hold does not linger from an old
-one, and output that fails half way leaves the previous one exactly as it was.
+"""Output that is all or nothing and never destroys: a file is written beside its target and
+renamed over it, and only over an earlier output of the same kind (a symlink, a special file,
+a study database or a file of the user's in the way is refused and left alone); a folder (a
+build, a report) is written into a fresh folder beside its target, which then replaces the
+target whole, and only a folder of an earlier output of the same kind. A file the new output
+does not hold does not linger from an old one, and output that fails half way leaves the
+previous one exactly as it was.
 
     with staged_folder(Path(args.output), "manifest.json", OWNED) as staging:
         write_everything_into(staging)   # raise to keep the old folder
@@ -12,23 +14,35 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from dse.errors import BadInput
 
+_OWNED_CHECK_BYTES = 64 << 20  # an existing file larger than this is not taken for ours
+_SQLITE_HEADER = b"SQLite format 3\x00"
 
-def write_file(path: Path, data: bytes | str, flag: str = "-o") -> None:
-    """`data` into `path`, all at once (parent folders made as needed). A symlink at `path`
-    is replaced by the file, not followed; a folder there is refused."""
+
+def write_file(
+    path: Path,
+    data: bytes | str,
+    owned: Callable[[bytes], bool],
+    kind: str,
+    flag: str = "-o",
+) -> None:
+    """`data` into `path`, all at once (parent folders made as needed), through a temporary
+    file renamed over it. Something already at `path` is replaced only when it is a regular
+    file whose bytes `owned` takes for an earlier output of this `kind` (say "config"):
+    a symlink, a folder, a special file (FIFO, device, socket), a study database or any other
+    file is refused with one line and left as it was."""
     path = Path(path)
-    if path.is_dir() and not path.is_symlink():
-        raise BadInput(f"{flag} {path}: is a folder; give a file name")
+    _check_replaceable(path, owned, kind, flag)
     payload = data.encode() if isinstance(data, str) else data
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -39,6 +53,7 @@ def write_file(path: Path, data: bytes | str, flag: str = "-o") -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(payload)
         os.chmod(tmp, 0o666 & ~_umask())
+        _check_replaceable(path, owned, kind, flag)  # it may have appeared meanwhile
         os.replace(tmp, path)
     except OSError as error:
         Path(tmp).unlink(missing_ok=True)
@@ -46,6 +61,50 @@ def write_file(path: Path, data: bytes | str, flag: str = "-o") -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _check_replaceable(path: Path, owned: Callable[[bytes], bool], kind: str, flag: str) -> None:
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise BadInput(f"{flag} {path}: cannot read it ({error.strerror})") from None
+    fix = f"give a new file name for the {kind}"
+    if stat.S_ISLNK(info.st_mode):
+        raise BadInput(f"{flag} {path}: is a symlink, which is left alone; {fix}")
+    if stat.S_ISDIR(info.st_mode):
+        raise BadInput(f"{flag} {path}: is a folder; {fix}")
+    if not stat.S_ISREG(info.st_mode):
+        raise BadInput(f"{flag} {path}: is not a regular file (a FIFO, device or socket); {fix}")
+    head = b""
+    if info.st_size <= _OWNED_CHECK_BYTES:
+        try:
+            head = path.read_bytes()
+        except OSError as error:
+            raise BadInput(f"{flag} {path}: cannot read it ({error.strerror})") from None
+    if head.startswith(_SQLITE_HEADER):
+        raise BadInput(
+            f"{flag} {path}: is a database (a study?), which is never overwritten; {fix}"
+        )
+    if not owned(head):
+        raise BadInput(
+            f"{flag} {path}: exists and is not a {kind} this tool wrote, so it is not "
+            f"overwritten; {fix} or move that file away"
+        )
+
+
+def json_of_format(expected: str) -> Callable[[bytes], bool]:
+    """Whether bytes are a JSON object whose "format" is `expected` (this tool's JSON files)."""
+
+    def owned(data: bytes) -> bool:
+        try:
+            found = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return False
+        return isinstance(found, dict) and found.get("format") == expected
+
+    return owned
 
 
 def check_folder(target: Path, marker: str, owned: re.Pattern[str], flag: str = "-o") -> None:

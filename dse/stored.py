@@ -19,6 +19,7 @@ import sqlalchemy
 from optuna.trial import TrialState
 
 from cascader.core.options import COST_MODELS
+from cascader.ethosu.vela_arch import ACCELERATORS
 from dse.config_schema import MAX_COUNT, MAX_POOL_BYTES, OPTION_RANGES, schema_errors
 from dse.errors import BadInput
 from dse.space import (
@@ -65,7 +66,7 @@ SETTINGS_SCHEMA: dict[str, Any] = {
         "source_kind": {"enum": ["model", "graph"]},
         "source_path": _NAME,
         "source_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
-        "accelerator": _NAME,
+        "accelerator": {"enum": list(ACCELERATORS)},
         "system_config": _NAME,
         "memory_mode": _NAME,
         "vela_config": _MAYBE_NAME,
@@ -222,7 +223,8 @@ def check_settings(study: str, data: Any) -> None:
 
 def check_study(study: optuna.Study) -> None:
     """Refuse `study` when anything dse stored in it is not what dse writes: its attrs, each
-    finished trial's point, figures and objective values, each waiting ticket's point."""
+    finished trial's point, figures and objective values, each waiting ticket's point (and
+    that it has not finished)."""
     name = study.study_name
     for key, value in study.user_attrs.items():
         schema = (
@@ -248,6 +250,10 @@ def check_study(study: optuna.Study) -> None:
             if not all(_is_number(v) for v in trial.values):
                 shown = ", ".join(repr(v)[:20] for v in trial.values)
                 raise _refuse(name, where, f"its objective values are {shown}, not numbers")
+        if trial.state == TrialState.WAITING and (
+            trial.values is not None or trial.datetime_complete is not None
+        ):  # a finished trial set back to waiting: running it would clash with its own rows
+            raise _refuse(name, where, "it waits to run but has already finished")
         # Every trial's, not only a waiting ticket's: refinement reads those of finished ones.
         fixed = trial.system_attrs.get("fixed_params", {})
         errors = schema_errors(fixed, _TICKET_SCHEMA, "fixed_params")

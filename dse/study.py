@@ -646,7 +646,11 @@ def create_or_continue(storage: RDBStorage, name: str, settings: StudySettings) 
             return optuna.load_study(study_name=name, storage=storage)
         except optuna.exceptions.DuplicatedStudyError:  # made meanwhile: continue it
             stored = stored_settings(storage, name)
-            assert stored is not None
+            if stored is None:  # not made meanwhile: rows of an earlier study are in the way
+                raise BadInput(
+                    f"study {name}: the database holds rows of a study whose own row is "
+                    "missing (a damaged database); give another --out folder or --storage"
+                ) from None
     continued_settings(name, stored, settings, _KEPT_FLAGS)
     study = _checked(optuna.load_study(study_name=name, storage=storage))
     if stored.sampler != settings.sampler:

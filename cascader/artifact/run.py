@@ -24,6 +24,7 @@ from cascader.verify.boundaries import TfliteGraph
 from cascader.verify.litert import KERNELS, DiffStats, diff_stats, litert_outputs, random_inputs
 from cascader.verify.point import CompiledRunner
 from cascader.verify.reference_kernels import reference_kernel_outputs
+from cascader.verify.tolerance import litert_tolerance
 
 
 class LiteRTHostOps:
@@ -69,6 +70,7 @@ class SimulationCheck:
     findings: tuple[str, ...]
     seconds: float
     litert_kernels: str = "builtin"  # the LiteRT kernel set compared with
+    litert_tolerance: int = 1  # steps the file may be from it (`cascader.verify.tolerance`)
 
     def max_abs_diff(self) -> int:
         return max(o.max_abs_diff for o in self.outputs)
@@ -82,6 +84,7 @@ class SimulationCheck:
             "ethos_u_ops": self.ethos_u_ops,
             "findings": list(self.findings),
             "litert_kernels": self.litert_kernels,
+            "litert_tolerance": self.litert_tolerance,
             "seconds": round(self.seconds, 3),
         }
 
@@ -141,7 +144,8 @@ def check_against_litert(
     )
     ethos_u = sum(1 for op in parsed.operators if op.kind == "ethos-u")
     return SimulationCheck(samples, outputs, npu_ops, ethos_u, tuple(findings),
-                           time.perf_counter() - started, kernels)  # fmt: skip
+                           time.perf_counter() - started, kernels,
+                           litert_tolerance(reference, kernels))  # fmt: skip
 
 
 def firmware_runner(session: Session, config: PointConfig) -> CompiledRunner:

@@ -51,17 +51,32 @@ def require(obj: dict, key: str, path: str) -> Any:
     return obj[key]
 
 
-def read_int(value: Any, path: str, minimum: int | None = None) -> int:
+# Every number of a graph is bounded, so that no product or quotient of them the cascader forms
+# overflows a float or an int64: sizes and shapes well past any NPU's, factors past any layer's.
+MAX_INT = 1 << 40
+MAX_DIM = 1 << 20
+MAX_MAGNITUDE = float(1 << 20)
+MIN_MAGNITUDE = 1e-6
+
+
+def read_int(value: Any, path: str, minimum: int | None = None, maximum: int = MAX_INT) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise fail(path, f"expected an integer, got {value!r}")
     if minimum is not None and value < minimum:
         raise fail(path, f"must be >= {minimum}, got {value}")
+    if abs(value) > maximum:
+        raise fail(path, f"must be at most {maximum} in size, got {value}")
     return value
 
 
-def read_number(value: Any, path: str) -> float:
+def read_number(value: Any, path: str, positive: bool = False) -> float:
+    """A finite number of at most `MAX_MAGNITUDE`; `positive`: at least `MIN_MAGNITUDE`."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise fail(path, f"expected a number, got {value!r}")
+    if abs(value) > MAX_MAGNITUDE:
+        raise fail(path, f"must be at most {MAX_MAGNITUDE:g} in size, got {value!r}")
+    if positive and value < MIN_MAGNITUDE:
+        raise fail(path, f"must be at least {MIN_MAGNITUDE:g}, got {value!r}")
     return value
 
 
@@ -83,8 +98,12 @@ def read_dict(value: Any, path: str) -> dict:
     return value
 
 
-def read_ints(value: Any, path: str, minimum: int | None = None) -> tuple[int, ...]:
-    return tuple(read_int(v, f"{path}[{i}]", minimum) for i, v in enumerate(read_list(value, path)))
+def read_ints(
+    value: Any, path: str, minimum: int | None = None, maximum: int = MAX_INT
+) -> tuple[int, ...]:
+    return tuple(
+        read_int(v, f"{path}[{i}]", minimum, maximum) for i, v in enumerate(read_list(value, path))
+    )
 
 
 @dataclass(frozen=True)
@@ -126,16 +145,18 @@ def _read_tensors(raw: Any) -> list[Tensor]:
         dtype = entry.get("dtype", "int8")
         if dtype not in DTYPE_BYTES:
             raise fail(f"{path}.dtype", f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
-        ratio = read_number(entry.get("compression_ratio", 1.0), f"{path}.compression_ratio")
-        if ratio <= 0:
-            raise fail(f"{path}.compression_ratio", f"must be > 0, got {ratio}")
+        ratio = read_number(
+            entry.get("compression_ratio", 1.0), f"{path}.compression_ratio", positive=True
+        )
         tensor = Tensor(
             tid,
-            read_ints(require(entry, "shape", path), f"{path}.shape", 0),
+            read_ints(require(entry, "shape", path), f"{path}.shape", 0, MAX_DIM),
             dtype,
             read_flag(entry.get("is_constant", False), f"{path}.is_constant"),
             ratio,
         )
+        if tensor.size > MAX_INT:
+            raise fail(f"{path}.shape", f"gives {tensor.size} bytes, more than {MAX_INT}")
         if "size" in entry and read_int(entry["size"], f"{path}.size", 0) != tensor.size:
             raise fail(f"{path}.size", f"is {entry['size']} but shape and dtype give {tensor.size}")
         by_id[tid] = tensor
@@ -161,7 +182,7 @@ def _read_propagator(raw: Any, path: str, output_dims: int, input_dims: int) -> 
             raise fail(
                 f"{path}.transform[{r}]", f"expected {output_dims + 1} columns, got {len(row)}"
             )
-    offset = read_ints(require(raw, "offset", path), f"{path}.offset")
+    offset = read_ints(require(raw, "offset", path), f"{path}.offset", maximum=MAX_DIM)
     if len(offset) != input_dims:
         raise fail(f"{path}.offset", f"expected {input_dims} entries, got {len(offset)}")
     return Propagator(matrix, list(offset))
@@ -216,18 +237,15 @@ def _read_regions(raw: Any) -> dict[str, MemoryRegion]:
             name=name,
             size=read_int(require(entry, "size", path), f"{path}.size", 0),
             read_bandwidth=read_number(
-                require(entry, "read_bandwidth", path), f"{path}.read_bandwidth"
+                require(entry, "read_bandwidth", path), f"{path}.read_bandwidth", positive=True
             ),
             write_bandwidth=read_number(
-                require(entry, "write_bandwidth", path), f"{path}.write_bandwidth"
+                require(entry, "write_bandwidth", path), f"{path}.write_bandwidth", positive=True
             ),
             read_latency=read_int(entry.get("read_latency", 0), f"{path}.read_latency", 0),
             write_latency=read_int(entry.get("write_latency", 0), f"{path}.write_latency", 0),
             burst_length=read_int(entry.get("burst_length", 1), f"{path}.burst_length", 1),
         )
-        for bandwidth in ("read_bandwidth", "write_bandwidth"):
-            if getattr(regions[name], bandwidth) <= 0:
-                raise fail(f"{path}.{bandwidth}", "must be > 0")
     return regions
 
 
@@ -265,7 +283,10 @@ def _read_options(raw: Any) -> CascaderOptions:
             raise fail(path, f"expected a string, got {value!r}")
         else:
             values[key] = value
-    return CascaderOptions(**values)
+    try:
+        return CascaderOptions(**values)
+    except ValueError as error:  # a value out of its range, an unknown cost model
+        raise fail("options", str(error)) from None
 
 
 def graph_from_json(

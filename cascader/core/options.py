@@ -5,6 +5,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 COST_MODELS = ("tvm", "vela")
+# The values each whole-number option may take: beyond these a search never ends (stripe
+# factors) or a count means nothing more.
+OPTION_RANGES: dict[str, tuple[int, int]] = {
+    "stripe_factors": (1, 64),
+    "max_plan_size": (1, 1 << 16),
+    "max_proposals": (1, 1 << 16),
+    "max_open_plans": (1, 1 << 16),
+    "max_closed_plans": (1, 1 << 16),
+    "always_copy_size": (0, 1 << 32),
+}
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,10 @@ class CascaderOptions:
             raise ValueError(
                 f"cost_model = {self.cost_model!r}, but must be one of {', '.join(COST_MODELS)}"
             )
+        for name, (low, high) in OPTION_RANGES.items():
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise ValueError(f"{name} = {value}, but must be {low} to {high}")
 
     def to_json(self) -> dict:
         data = asdict(self)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from cascader.core.graph_json import (
+    MAX_DIM,
     GraphDocument,
     PartFields,
     PartReader,
@@ -27,8 +28,8 @@ from cascader.ethosu.part import EthosuPart
 def _read_block_config(raw: Any, path: str) -> BlockConfig:
     raw = read_dict(raw, path)
     return BlockConfig(
-        read_ints(require(raw, "input_shape", path), f"{path}.input_shape", 0),
-        read_ints(require(raw, "output_shape", path), f"{path}.output_shape", 1),
+        read_ints(require(raw, "input_shape", path), f"{path}.input_shape", 1, MAX_DIM),
+        read_ints(require(raw, "output_shape", path), f"{path}.output_shape", 1, MAX_DIM),
         read_int(require(raw, "compute_cycles", path), f"{path}.compute_cycles", 0),
         read_int(require(raw, "output_cycles", path), f"{path}.output_cycles", 0),
     )

@@ -359,10 +359,22 @@ def _check_quantization(tensor: tflite.Tensor, shape: list[int], at: str) -> Non
             )
 
 
+# Graph input and output types the flow imports (a float one is refused as a float model).
+_IO_TYPES = frozenset({*_ZERO_POINTS, *_FLOAT_TYPES, TensorType.INT32})
+
+
 def _require_int8(model: tflite.Model) -> None:
-    """Reject float and dynamic-range models: any op but the interface ops touching floats."""
+    """Reject float and dynamic-range models: any op but the interface ops touching floats;
+    and graph inputs or outputs of a type the flow cannot import (string, bool, ...)."""
     for s in range(model.SubgraphsLength()):
         subgraph = model.Subgraphs(s)
+        for t in (*_indices(subgraph.InputsAsNumpy()), *_indices(subgraph.OutputsAsNumpy())):
+            found = subgraph.Tensors(t).Type()
+            if found not in _IO_TYPES:
+                raise ModelError(
+                    f"model: graph input or output {_label(subgraph, t)} is of type "
+                    f"{_TYPE_NAMES.get(found, found)}; give an int8 model with int8 inputs"
+                )
         for i in range(subgraph.OperatorsLength()):
             op = subgraph.Operators(i)
             name = builtin_name(model, op)

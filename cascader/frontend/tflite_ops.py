@@ -74,6 +74,7 @@ _OPTIONAL_OPTIONS: dict[str, int] = {
 }
 _PADDINGS = (0, 1)  # SAME, VALID
 _ACTIVATIONS = range(6)  # NONE .. SIGN_BIT
+_TYPE_NAMES = {v: k.lower() for k, v in vars(tflite.TensorType).items() if not k.startswith("_")}
 DILATIONS = (1, 2)  # what Vela's weight encoder and the NPU take
 MAX_STRIDE = 1 << 16
 
@@ -103,6 +104,13 @@ class _Op:
     def constant(self, position: int, model: tflite.Model) -> bool:
         tensor = self.subgraph.Tensors(self.inputs[position])
         return model.Buffers(tensor.Buffer()).DataLength() > 0
+
+    def int8_weights(self, position: int) -> None:
+        """The NPU's weight encoder takes int8 weights (TFLite's int8 scheme)."""
+        found = self.subgraph.Tensors(self.inputs[position]).Type()
+        if found != tflite.TensorType.INT8:
+            name = _TYPE_NAMES.get(found, str(found))
+            self.fail(f"its weights are {name}", "quantize the model with int8 weights")
 
     def rank(self, shape: list[int], rank: int, what: str) -> None:
         if len(shape) != rank:
@@ -186,6 +194,7 @@ def _check_conv(o: _Op, options, model: tflite.Model) -> None:
         )
     if not o.constant(1, model):
         o.fail("its weights are not a constant tensor")
+    o.int8_weights(1)
     depthwise = isinstance(options, tflite.DepthwiseConv2DOptions)
     if depthwise:
         if weights[0] != 1 or weights[3] != ofm[3] or ofm[3] % ifm[3]:
@@ -209,6 +218,7 @@ def _check_transpose_conv(o: _Op, options, model: tflite.Model) -> None:
         o.fail(f"has strides {strides[0]}x{strides[1]}; strides must be 1 to {MAX_STRIDE}")
     if not (o.constant(0, model) and o.constant(1, model)):
         o.fail("its output shape and weights are not constant tensors")
+    o.int8_weights(1)
     if weights[0] != ofm[3] or weights[3] != ifm[3]:
         o.fail(f"its weights {weights} do not map input {ifm} to output {ofm}")
     if len(o.inputs) > 3:
@@ -220,6 +230,7 @@ def _check_fully_connected(o: _Op, options, model: tflite.Model) -> None:
     o.rank(weights, 2, "weights")
     if not o.constant(1, model):
         o.fail("its weights are not a constant tensor")
+    o.int8_weights(1)
     if options.WeightsFormat() != 0:
         o.fail("has shuffled weights; the NPU takes the default weight format")
     if options.FusedActivationFunction() not in _ACTIVATIONS:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ethosu.vela.ethos_u55_regs.ethos_u55_regs import cmd0
 
 from cascader.simulator.accelerator import AcceleratorConfig
+from cascader.simulator.bounds import dma_excess, operation_excess
 from cascader.simulator.commands import Command
 from cascader.simulator.context import Access, OpContext
 from cascader.simulator.convolution import run_convolution
@@ -131,6 +132,10 @@ class Machine:
     def _block_op(self, command: Command) -> None:
         ctx = self._context()
         code = command.code
+        excess = operation_excess(self.regs, self.memory, code == cmd0.NPU_OP_ELEMENTWISE.value)
+        if excess is not None:
+            self._report(FindingKind.OUT_OF_REGION, f"not executed: it asks for {excess}")
+            return
         try:
             if code == cmd0.NPU_OP_CONV.value:
                 done = run_convolution(ctx, depthwise=False)
@@ -163,6 +168,10 @@ class Machine:
 
     def _dma(self, command: Command) -> None:
         ctx = self._context()
+        excess = dma_excess(self.regs, self.memory)
+        if excess is not None:
+            self._report(FindingKind.OUT_OF_REGION, f"not executed: it asks for {excess}")
+            return
         try:
             read, write, unwritten = run_dma(ctx, command.param)
         except Unsupported as error:

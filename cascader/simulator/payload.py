@@ -18,6 +18,7 @@ from cascader.simulator.errors import Finding, FindingKind
 _FOURCC = int.from_bytes(b"COP1", "little")
 _CONFIG, _CMD_STREAM, _READ_APB, _DUMP_SHRAM, _NOP = 0x01, 0x02, 0x03, 0x04, 0x05
 _PRODUCTS = {0: "ethos-u55", 1: "ethos-u65"}
+_UNSIMULATED = {2: "Ethos-U85"}  # products a payload may name that the simulator does not run
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,11 @@ class DriverPayload:
     config_word: int | None = None
     id_word: int | None = None
     findings: tuple[Finding, ...] = field(default=())
+
+    @property
+    def unsimulated_product(self) -> str | None:
+        """The NPU the CONFIG register value names when the simulator does not run it."""
+        return None if self.config_word is None else _UNSIMULATED.get(self.config_word >> 28)
 
     @property
     def accelerator(self) -> str | None:

@@ -73,6 +73,11 @@ def simulate(
     )
     payload = parse_payload(data)
     name = accelerator or payload.accelerator
+    if name is None and payload.unsimulated_product is not None:
+        raise SimulationError(
+            f"the stream is for an {payload.unsimulated_product}, which the simulator does not "
+            "run (it runs Ethos-U55 and Ethos-U65 streams)"
+        )
     if name is None:
         raise SimulationError("a raw command stream needs the accelerator named")
     config = accelerator_config(name)

@@ -18,6 +18,7 @@ from ai_edge_litert.interpreter import Interpreter
 
 from cascader.verify.litert import KERNELS, MIN_DISTINCT, random_inputs, telling
 
+CUT_DESCRIPTION = b"cascader-dse cut"  # the description of every model `cut_at` writes
 _INT_TYPES = (schema.TensorType.INT8, schema.TensorType.INT16, schema.TensorType.UINT8)
 
 
@@ -69,7 +70,8 @@ def variations(model: bytes, samples: int = 8, seed: int = 0) -> dict[int, Varia
 
 def cut_at(model: bytes, outputs: Sequence[int]) -> bytes:
     """The model computing only `outputs` (tensor indices of subgraph 0) from the graph inputs
-    they depend on: the other operators dropped, tensors and buffers as they were."""
+    they depend on: the other operators dropped, tensors and buffers as they were, described
+    as `CUT_DESCRIPTION`."""
     tree = schema.ModelT.InitFromPackedBuf(model, 0)
     sub = tree.subgraphs[0]
     producer = {int(t): i for i, op in enumerate(sub.operators) for t in op.outputs}
@@ -86,6 +88,7 @@ def cut_at(model: bytes, outputs: Sequence[int]) -> bytes:
     sub.inputs = [int(t) for t in sub.inputs if int(t) in reached or int(t) in outputs]
     sub.outputs = [int(t) for t in outputs]
     tree.signatureDefs = []
+    tree.description = CUT_DESCRIPTION
     builder = flatbuffers.Builder(1024)
     builder.Finish(tree.Pack(builder), file_identifier=b"TFL3")
     return bytes(builder.Output())

@@ -4,10 +4,9 @@ TFLite ships two int8 kernel sets: the reference kernels (BUILTIN_REF, the defin
 arithmetic is written against) and the optimised built-ins (what an interpreter runs without
 the XNNPACK delegate, whose float requantisation differs from both). Their rounding differs in
 places (the reference FULLY_CONNECTED rounds once, the optimised MEAN and TRANSPOSE_CONV round
-differently), and the reference set aborts the process on some models (in allocate_tensors
-on the shared VWW and MobileNetV2 models, in invoke on a 1000-wide SOFTMAX of equal values), so
-the caller chooses; `reference_kernels` runs them in a child process, which `verify_point` and
-`dse simulate` do for every model the NPU runs whole.
+differently), and the reference set aborts the process on some classifiers' SOFTMAX, so the
+caller chooses; `reference_kernels` runs them in a child process (operator by operator around
+such a SOFTMAX), which `verify_point` and `dse simulate` do for every model the NPU runs whole.
 """
 
 from __future__ import annotations

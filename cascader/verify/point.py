@@ -30,6 +30,7 @@ from cascader.schedule.point import Point
 from cascader.verify.hybrid import HybridModel
 from cascader.verify.litert import DiffStats, diff_stats, litert_outputs, random_inputs
 from cascader.verify.reference_kernels import reference_kernel_outputs
+from cascader.verify.tolerance import litert_tolerance
 
 
 def _stats(s: DiffStats) -> dict:
@@ -77,6 +78,7 @@ class Verification:
     host_ops: tuple[str, ...]  # TFLite operators run by litert, in execution order
     findings: tuple[str, ...] = ()  # the simulator's, when the command streams ran
     litert_kernels: str = "builtin"  # the kernel set (a) ran: "reference" or "builtin"
+    litert_tolerance: int = 1  # steps (b) may be from (a) (`cascader.verify.tolerance`)
 
     def max_abs_diff(self) -> dict[str, int]:
         found = {
@@ -107,6 +109,7 @@ class Verification:
             "host_ops": list(self.host_ops),
             "findings": list(self.findings),
             "litert_kernels": self.litert_kernels,
+            "litert_tolerance": self.litert_tolerance,
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
         }
 
@@ -182,4 +185,5 @@ def verify_point(
     )
     stripes = executor.stripes_run // samples
     return Verification(samples, outputs, point, stripes, seconds, len(functions),
-                        hybrid.host_ops, tuple(findings), kernels)  # fmt: skip
+                        hybrid.host_ops, tuple(findings), kernels,
+                        litert_tolerance(model, kernels))  # fmt: skip

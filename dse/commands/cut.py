@@ -7,11 +7,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import tflite
 from ai_edge_litert import schema_py_generated as schema
 
 from cascader.frontend.errors import ModelError
 from cascader.frontend.tflite_import import load_tflite
-from cascader.verify.cut import cut_where_varying, variations
+from cascader.verify.cut import CUT_DESCRIPTION, cut_at, cut_where_varying, variations
 from cascader.verify.litert import MIN_DISTINCT
 from dse.errors import BadInput
 from dse.output import write_file
@@ -35,10 +36,20 @@ def run(args: argparse.Namespace) -> int:
     names = ", ".join(
         f"{sub.tensors[t].name.decode()} ({found[t].distinct} values)" for t in outputs
     )
-    write_file(Path(args.output), cut)
+    written = cut_at(cut, outputs) if cut is model else cut  # described as a cut either way
+    write_file(Path(args.output), written, _is_cut, "cut model")
     if cut is model:
         print(f"wrote {args.output}: the model whole, each output takes {MIN_DISTINCT}+ values "
               f"that vary ({names})")  # fmt: skip
     else:
         print(f"wrote {args.output}: {len(sub.operators)} operators, outputs {names}")
     return 0
+
+
+def _is_cut(data: bytes) -> bool:
+    """Whether bytes are a model `dse cut` wrote (one it did not cut is written as given and
+    is not taken for one)."""
+    try:
+        return tflite.Model.GetRootAsModel(data, 0).Description() == CUT_DESCRIPTION
+    except Exception:  # any damage: not ours
+        return False

@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from cascader.core.graph_json import graph_to_json
+from cascader.core.graph_json import FORMAT, graph_to_json
 from cascader.ethosu.defaults import system_defaults
 from cascader.ethosu.errors import DeviceConfigError
 from cascader.ethosu.graph import build_cascader_graph, graph_document
@@ -17,7 +17,7 @@ from cascader.frontend.legalize import LegalizeError
 from cascader.frontend.passes import model_npu_functions
 from cascader.frontend.tflite_import import load_tflite
 from dse.errors import BadInput
-from dse.output import write_file
+from dse.output import json_of_format, write_file
 
 DEFAULT_SRAM_POOL = 1 << 20  # the cascade region written into the graph; `propose --sram` resizes
 
@@ -39,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(f"{args.model}: {error}") from None
     if not graph.parts:
         raise BadInput(f"{args.model}: no operator runs on the NPU, so there is nothing to cascade")
-    write_file(Path(args.output), json.dumps(graph_to_json(graph_document(graph, memory))))
+    document = json.dumps(graph_to_json(graph_document(graph, memory)))
+    write_file(Path(args.output), document, json_of_format(FORMAT), "graph JSON")
     print(
         f"wrote {args.output}: {len(graph.parts)} parts, {len(graph.tensors)} tensors "
         f"({args.accelerator_config}, {system_config}, {memory_mode})"

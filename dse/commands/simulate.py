@@ -10,6 +10,8 @@ import argparse
 import json
 import sys
 
+import tflite
+
 from cascader.artifact.run import NotTheSameModel, SimulationCheck, check_against_litert
 from cascader.frontend.errors import ModelError
 from cascader.frontend.tflite_check import parse_tflite, read_model
@@ -17,8 +19,6 @@ from cascader.frontend.tflite_import import load_tflite
 from cascader.simulator import SimulationError
 from dse.constant_outputs import warn_constant
 from dse.errors import BadInput
-
-LITERT_TOLERANCE = 1  # steps of the output quantisation where the NPU rounds unlike TFLite
 
 
 def _read(path: str) -> bytes:
@@ -30,10 +30,18 @@ def _read(path: str) -> bytes:
     return data
 
 
+def _compiled(model: bytes) -> bool:
+    """Whether the model has an `ethos-u` operator (a file dse or Vela compiled)."""
+    tree = tflite.Model.GetRootAsModel(model, 0)
+    codes = (tree.OperatorCodes(i) for i in range(tree.OperatorCodesLength()))
+    return any(code.CustomCode() == b"ethos-u" for code in codes)
+
+
 def _table(result: SimulationCheck) -> str:
     lines = [
         f"{result.samples} random sample(s), {result.ethos_u_ops} ethos-u operator(s), "
-        f"{result.npu_ops} NPU operations, {result.seconds:.2f} s",
+        f"{result.npu_ops} NPU operations, {result.seconds:.2f} s; LiteRT's "
+        f"{result.litert_kernels} kernels, tolerance {result.litert_tolerance}",
         f"{'output':<8} {'simulated vs litert':>20} {'exact':>8} {'off by one':>11} "
         f"{'distinct':>9}",
     ]
@@ -50,6 +58,11 @@ def _table(result: SimulationCheck) -> str:
 def run(args: argparse.Namespace) -> int:
     compiled = _read(args.model)
     reference = load_tflite(args.reference)
+    if _compiled(reference):
+        raise BadInput(
+            f"--reference {args.reference}: is itself compiled (it has ethos-u operators); give "
+            "the model it was compiled from"
+        )
     try:
         result = check_against_litert(compiled, reference, args.samples)
     except NotTheSameModel as error:
@@ -61,11 +74,11 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(f"{args.model}: {str(error).splitlines()[0]}") from None
     print(json.dumps(result.to_json()) if args.json else _table(result))
     warn_constant("dse simulate", args.reference, result.outputs, result.samples)
-    if result.max_abs_diff() > LITERT_TOLERANCE:
+    if result.max_abs_diff() > result.litert_tolerance:
         worst = max(result.outputs, key=lambda o: o.max_abs_diff)
         print(
-            f"dse simulate: output {worst.output} differs from LiteRT by up to "
-            f"{worst.max_abs_diff} (tolerance {LITERT_TOLERANCE})",
+            f"dse simulate: output {worst.output} differs from LiteRT's {result.litert_kernels} "
+            f"kernels by up to {worst.max_abs_diff} (tolerance {result.litert_tolerance})",
             file=sys.stderr,
         )
         return 1

@@ -24,8 +24,6 @@ from dse.constant_outputs import warn_constant
 from dse.errors import BadInput, NothingFits
 from dse.sizes import format_size
 
-LITERT_TOLERANCE = 1  # steps of the output quantisation where Vela rounds unlike TFLite
-
 
 def _table(model: str, result: Verification) -> str:
     data = result.to_json()
@@ -37,7 +35,8 @@ def _table(model: str, result: Verification) -> str:
         + f"of {schedule['stripes']} stripes"
         + f", SRAM used {format_size(schedule['sram_used_bytes'])}",
         f"{data['npu_functions']} NPU function(s); host ops on litert: "
-        f"{', '.join(host) if host else 'none'}; litert kernels: {data['litert_kernels']}",
+        f"{', '.join(host) if host else 'none'}; litert kernels: {data['litert_kernels']} "
+        f"(tolerance {data['litert_tolerance']})",
     ]
     lines.append(
         f"{'output':<8} {'shape':<20} {'schedule vs reference':>22} "
@@ -109,10 +108,11 @@ def _problem(result: Verification) -> str:
         return f"the simulator found: {result.findings[0]}"
     for out in result.outputs:
         stats = out.reference_vs_litert
-        if stats.max_abs_diff > LITERT_TOLERANCE:
+        if stats.max_abs_diff > result.litert_tolerance:
             return (
                 f"output {out.index}: the reference is {stats.max_abs_diff} steps from LiteRT "
-                f"(tolerance {LITERT_TOLERANCE}; {stats.off_by_one:.1%} off by one, "
+                f"({result.litert_kernels} kernels, tolerance {result.litert_tolerance}; "
+                f"{stats.off_by_one:.1%} off by one, "
                 f"{stats.more:.1%} by more)"
             )
     return ""

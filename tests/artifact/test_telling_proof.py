@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ai_edge_litert import schema_py_generated as schema
 from sessions import session
 from test_vela_tflite import SHARED, U55, U65
 
@@ -27,8 +28,13 @@ from cascader.simulator.payload import parse_payload, replace_stream
 from cascader.testing import architectures as arch
 from cascader.testing.shared import shared_dir
 from cascader.verify.cut import cut_where_varying
-from cascader.verify.litert import MIN_DISTINCT, random_inputs
+from cascader.verify.litert import MIN_DISTINCT, litert_outputs, random_inputs
 from cascader.verify.point import verify_point
+from cascader.verify.reference_kernels import (
+    reference_kernel_outputs,
+    refused_softmaxes,
+    run_reference_kernels,
+)
 from dse.cli import main
 
 SAMPLES = 8
@@ -200,3 +206,50 @@ def test_dse_cut_refuses_a_file_that_is_no_model(
     assert main(["cut", "--model", str(bad), "-o", str(tmp_path / "c.tflite")]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
     assert not (tmp_path / "c.tflite").exists()
+
+
+@pytest.mark.parametrize("name", ["vww_mobilenet_v1_025", "mobilenet_v2_100_224"])
+def test_reference_kernels_run_a_softmax_they_refuse_to_prepare(name: str) -> None:
+    """These classifiers' logits have so small a scale that LiteRT's reference SOFTMAX aborts
+    while preparing; the model runs operator by operator, that SOFTMAX in float64."""
+    model = _model(name)
+    tree = schema.ModelT.InitFromPackedBuf(model, 0)
+    (refused,) = refused_softmaxes(tree)
+    assert refused == len(tree.subgraphs[0].operators) - 1
+    rng = np.random.default_rng(0)
+    drawn = [random_inputs(model, rng) for _ in range(2)]
+    found = reference_kernel_outputs(model, drawn)
+    assert found is not None
+    for outputs, inputs in zip(found, drawn, strict=True):
+        (theirs,) = litert_outputs(model, inputs, "builtin")
+        assert np.abs(outputs[0].astype(int) - theirs.astype(int)).max() <= 1
+
+
+def test_reference_kernels_run_a_softmax_that_would_abort_running() -> None:
+    """A 1000-class softmax over logits near one another aborts the reference kernel while it
+    runs: the whole model fails in its child, then runs operator by operator."""
+    model = BUILDER["efficientnet_b0_like"]()
+    rng = np.random.default_rng(0)
+    drawn = [random_inputs(model, rng) for _ in range(2)]
+    assert run_reference_kernels(model, drawn, by_operator=False) is None
+    found = reference_kernel_outputs(model, drawn)
+    assert found is not None
+    for outputs, inputs in zip(found, drawn, strict=True):
+        (theirs,) = litert_outputs(model, inputs, "builtin")
+        assert np.abs(outputs[0].astype(int) - theirs.astype(int)).max() <= 1
+
+
+def test_simulate_compares_a_whole_classifier_with_the_reference_kernels(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    shared = shared_dir()
+    if shared is None:
+        pytest.skip("../shared is not here")
+    model = shared / "models" / "vww_mobilenet_v1_025.tflite"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["compile", "--model", str(model), "--sram", "1MiB", "-o", str(tmp_path)]) == 0
+    built = tmp_path / "vww_mobilenet_v1_025_dse.tflite"
+    code = main(["simulate", "--model", str(built), "--reference", str(model), "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["litert_kernels"] == "reference" and data["litert_tolerance"] == 1
+    assert data["max_abs_diff"]["simulated_vs_litert"] == 0

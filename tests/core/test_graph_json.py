@@ -72,3 +72,57 @@ def test_unreadable_files(tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(GraphFormatError, match="not valid JSON"):
         load_graph(tmp_path / "bad.json")
+
+
+def test_a_cycle_through_two_parts_is_rejected():
+    """Part 1 reads part 2's output and part 2 part 1's (issue 43)."""
+    data = graph_to_json(_document())
+    parts = {p["id"]: p for p in data["parts"]}
+    first, second = parts[1], parts[2]
+    first["inputs"][0], second["inputs"][0] = second["output"], first["output"]
+    with pytest.raises(GraphFormatError, match=r"^parts: parts are not in reverse topological"):
+        graph_from_json(data)
+
+
+def _set_transform(d, value):
+    d["parts"][0]["propagators"][0]["transform"][0][0] = value
+
+
+def _set_bandwidth(d, value):
+    d["regions"]["SRAM"]["read_bandwidth"] = value
+
+
+def _set_shape(d, value):
+    d["tensors"][0]["shape"][0] = int(value)
+
+
+def _set_offset(d, value):
+    d["parts"][0]["propagators"][0]["offset"][0] = int(value)
+
+
+@pytest.mark.parametrize("value", [1e308, 1e30, -1e30, 2**62])
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (_set_transform, "parts[0].propagators[0].transform[0][0]"),
+        (_set_bandwidth, "regions.SRAM.read_bandwidth"),
+        (_set_shape, "tensors[0].shape[0]"),
+        (_set_offset, "parts[0].propagators[0].offset[0]"),
+    ],
+    ids=["transform", "bandwidth", "shape", "offset"],
+)
+def test_every_number_is_bounded(value, edit, field):
+    """No number a product or quotient of which overflows gets in (issue 43: 1e308 in a
+    transform raised OverflowError, 1e30 gave NaN casts)."""
+    data = copy.deepcopy(graph_to_json(_document()))
+    edit(data, value)
+    with pytest.raises(GraphFormatError) as error:
+        graph_from_json(data)
+    assert str(error.value).startswith(f"{field}:")
+
+
+def test_a_tiny_bandwidth_is_refused():
+    data = copy.deepcopy(graph_to_json(_document()))
+    _set_bandwidth(data, 1e-300)
+    with pytest.raises(GraphFormatError, match=r"^regions.SRAM.read_bandwidth: must be at least"):
+        graph_from_json(data)

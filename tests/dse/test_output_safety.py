@@ -6,6 +6,8 @@ holding anything the command does not write is refused rather than replaced."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -114,17 +116,63 @@ def test_a_report_is_replaced_whole_and_never_written_through_a_symlink(
     assert set(_snapshot(out)) == set(first)
 
 
-@pytest.mark.parametrize("command", ["graph", "export"])
-def test_a_file_output_replaces_a_symlink_instead_of_following_it(
+def _file_output(command: str, model: Path, study: str, target: Path) -> list[str]:
+    if command == "graph":
+        return ["graph", "--model", str(model), "-o", str(target)]
+    if command == "cut":
+        return ["cut", "--model", str(model), "--samples", "2", "-o", str(target)]
+    argv = ["export", "--storage", study, "--study", "s", "--max-sram", "256KiB"]
+    return [*argv, "-o", str(target)]
+
+
+FILE_OUTPUTS = ["graph", "export", "cut"]
+
+
+@pytest.mark.parametrize("command", FILE_OUTPUTS)
+def test_a_file_output_replaces_only_an_earlier_output_of_its_own_kind(
     command: str, model: Path, study: str, tmp_path: Path
 ) -> None:
-    victim, target = _victim(tmp_path), tmp_path / "out.json"
-    target.symlink_to(victim)
-    if command == "graph":
-        argv = ["graph", "--model", str(model), "-o", str(target)]
-    else:
-        argv = ["export", "--storage", study, "--study", "s", "--max-sram", "256KiB"]
-        argv += ["-o", str(target)]
+    target = tmp_path / "out"
+    argv = _file_output(command, model, study, target)
     assert main(argv) == 0
-    assert victim.read_text() == "not dse's\n"
-    assert not target.is_symlink() and json.loads(target.read_text())
+    first = target.read_bytes()
+    target.write_bytes(first)
+    assert main(argv) == 0 and target.read_bytes() == first
+
+
+def _special(kind: str, tmp_path: Path, study: str) -> Path:
+    """Something at the output path that is not this command's earlier output."""
+    target = tmp_path / kind
+    if kind == "symlink":
+        target.symlink_to(_victim(tmp_path))
+    elif kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "device":
+        if os.geteuid() != 0:
+            pytest.skip("making a device file needs root")
+        os.mknod(target, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # as /dev/null
+    elif kind == "study":
+        target = Path(study.removeprefix("sqlite:///"))
+    else:
+        target.write_text("not dse's\n")
+    return target
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "device", "study", "foreign"])
+@pytest.mark.parametrize("command", FILE_OUTPUTS)
+def test_a_file_output_never_replaces_what_it_did_not_write(
+    command: str, kind: str, model: Path, study: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    target = _special(kind, tmp_path, study)
+    before = os.lstat(target)
+    content = target.read_bytes() if kind in ("study", "foreign") else None
+    assert main(_file_output(command, model, study, target)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(target) in err[0], err
+    after = os.lstat(target)
+    assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
+    if content is not None:
+        assert target.read_bytes() == content
+    if kind == "symlink":
+        assert (tmp_path / "victim.txt").read_text() == "not dse's\n"

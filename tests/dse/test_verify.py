@@ -16,6 +16,7 @@ from cascader.testing.networks import CATALOGUE, host_op
 from cascader.testing.tflite_builder import ModelBuilder
 from cascader.verify.point import verify_point
 from cascader.verify.reference_kernels import reference_kernel_outputs
+from cascader.verify.tolerance import litert_tolerance
 from dse.cli import main
 from dse.commands.verify import _problem
 
@@ -232,7 +233,9 @@ def test_verify_against_built_in_kernels_names_the_output_and_the_steps(
     assert result.litert_kernels == "builtin"
     assert result.max_abs_diff()["schedule_vs_reference"] == 0
     problem = _problem(result)
-    assert problem.startswith("output 0: the reference is 5 steps from LiteRT (tolerance 1;")
+    assert problem.startswith(
+        "output 0: the reference is 5 steps from LiteRT (builtin kernels, tolerance 1;"
+    )
     assert "\n" not in problem
 
 
@@ -240,3 +243,17 @@ def test_reference_kernels_that_fail_give_none() -> None:
     """A model the reference kernels cannot run (here: not a model) fails in the child, not
     in the caller; `verify_point` then compares with the built-in kernels."""
     assert reference_kernel_outputs(b"not a flatbuffer", [[]]) is None
+
+
+def test_the_litert_tolerance_counts_fully_connected_layers_in_a_chain() -> None:
+    """Against the reference kernels a FULLY_CONNECTED rounds once where the NPU rounds twice;
+    a chain of them may pass the step on (`cascader.verify.tolerance`)."""
+    b = ModelBuilder(0, name="fc chain")
+    x = b.input((1, 64))
+    for _ in range(3):
+        x = b.fully_connected(x, 64, activation="RELU")
+    b.output(b.fully_connected(x, 8), b.conv2d(b.input((1, 8, 8, 4)), 4, kernel=1))
+    model = b.build()
+    assert litert_tolerance(model, "reference") == 4
+    assert litert_tolerance(model, "builtin") == 1
+    assert litert_tolerance(CATALOGUE["chain"]().build(), "reference") == 1

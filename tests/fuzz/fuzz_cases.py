@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import io
 import json
 import os
 import random
 import shutil
 import socket
 import sqlite3
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+import tflite
 from fuzz_models import base_model, mutated_model
 
 from cascader.ethosu.vela_arch import DEFAULT_VELA_INI
@@ -32,6 +36,7 @@ class Case:
     what: str
     make: Callable[[Path], list[str]]
     env: dict[str, str] = field(default_factory=dict)
+    allowed: tuple[int, ...] = (0, 2, 3)  # exit codes it may end with
 
 
 @dataclass(frozen=True)
@@ -657,6 +662,143 @@ def study_database(seed: int, study: Study) -> Case:
     return Case("study-db", seed, f"{command}: {what}", make, env)
 
 
+# ------------------------------------------------- compiled files, graph JSON, output paths
+def _compiled(study: Study) -> bytes:
+    """The study's model compiled by Vela (written once beside the study)."""
+    path = study.folder / "conv_vela.tflite"
+    if not path.is_file():
+        from ethosu.vela import vela
+
+        work = study.folder / "vela"
+        with contextlib.redirect_stdout(io.StringIO()):
+            vela.main([str(study.model), "--output-dir", str(work)])
+        shutil.copy(work / "conv_vela.tflite", path)
+    return path.read_bytes()
+
+
+def _buffer_span(data: bytes, role: bytes) -> tuple[int, int]:
+    """(offset, length) in the file of the data of the first tensor named `role`."""
+    model = tflite.Model.GetRootAsModel(data, 0)
+    graph = model.Subgraphs(0)
+    for t in range(graph.TensorsLength()):
+        tensor = graph.Tensors(t)
+        if tensor.Name() == role:
+            values = model.Buffers(tensor.Buffer()).DataAsNumpy()
+            base = np.frombuffer(data, np.uint8)
+            return values.ctypes.data - base.ctypes.data, len(values)
+    raise ValueError(f"no tensor {role!r}")
+
+
+def compiled_stream(seed: int, study: Study) -> Case:
+    """A Vela-compiled file with bytes of its command stream or constants changed, under
+    `dse simulate` (exit 1, a wrong output or a finding, is an answer too)."""
+    rng = random.Random(seed)
+    data = bytearray(_compiled(study))
+    role = rng.choice([b"ethos_u_command_stream", b"read_only"])
+    start, length = _buffer_span(bytes(data), role)
+    count = rng.choice([1, 2, 8, 32])
+    for _ in range(count):
+        data[start + rng.randrange(length)] = rng.randrange(256)
+    damaged = bytes(data)
+
+    def make(folder: Path) -> list[str]:
+        (folder / "x_vela.tflite").write_bytes(damaged)
+        return ["simulate", "--model", str(folder / "x_vela.tflite"), "--reference",
+                str(study.model), "--samples", "2", "--json"]  # fmt: skip
+
+    what = f"{count} bytes of {role.decode()}"
+    return Case("compiled-stream", seed, what, make, allowed=(0, 1, 2, 3))
+
+
+_EXTREME = (1e308, -1e308, 1e30, -1e30, 1e-300, 2**62, -(2**62), 2**31, 0, -1, 0.5)
+
+
+def _graph(study: Study) -> dict:
+    """The study model's graph JSON (written once beside the study)."""
+    path = study.folder / "conv_graph.json"
+    if not path.is_file():
+        from dse.cli import main
+
+        with contextlib.redirect_stdout(io.StringIO()):
+            main(["graph", "--model", str(study.model), "-o", str(path)])
+    return json.loads(path.read_text())
+
+
+def graph_numbers(seed: int, study: Study) -> Case:
+    """The graph JSON with a number made extreme, or two parts made to read each other."""
+    rng = random.Random(seed)
+    graph = copy.deepcopy(_graph(study))
+    parts = graph["parts"]
+    if rng.random() < 0.15 and len(parts) >= 2:
+        first, second = rng.sample(parts, 2)
+        first["inputs"][0], second["inputs"][0] = second["output"], first["output"]
+        what = f"parts {first['id']} and {second['id']} read each other"
+    else:
+        numbers = [p for p in _paths(graph) if p and type(_value_at(graph, p)) in (int, float)]
+        path = rng.choice(numbers)
+        value = rng.choice(_EXTREME)
+        holder = graph
+        for key in path[:-1]:
+            holder = holder[key]
+        holder[path[-1]] = value
+        what = f"{'.'.join(map(str, path))} = {value!r}"
+    text = json.dumps(graph)
+    command = rng.choice(["estimate", "propose"])
+
+    def make(folder: Path) -> list[str]:
+        (folder / "g.json").write_text(text)
+        return [command, "--graph", str(folder / "g.json"), "--json"]
+
+    return Case("graph-json", seed, f"{command}: {what}", make)
+
+
+def _value_at(value, path: tuple):
+    for key in path:
+        value = value[key]
+    return value
+
+
+def _output_in_the_way(kind: str, folder: Path, study: Study) -> Path:
+    target = folder / "out"
+    if kind == "symlink":
+        (folder / "victim").write_text("not dse's")
+        target.symlink_to(folder / "victim")
+    elif kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "device" and os.geteuid() == 0:
+        os.mknod(target, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # as /dev/null
+    elif kind == "study":
+        shutil.copy(study.folder / "study.db", target)
+    else:
+        target.write_text("not dse's")
+    return target
+
+
+_OUTPUT_KINDS = ("symlink", "fifo", "device", "study", "foreign")
+_OUTPUT_COMMANDS = ("export", "graph", "cut", "compile", "report")
+
+
+def output_path(seed: int, study: Study) -> Case:
+    """Something this tool did not write in the way of an output: it must be refused (exit 2)
+    and left as it was."""
+    kind = _OUTPUT_KINDS[seed % len(_OUTPUT_KINDS)]
+    command = _OUTPUT_COMMANDS[(seed // len(_OUTPUT_KINDS)) % len(_OUTPUT_COMMANDS)]
+
+    def make(folder: Path) -> list[str]:
+        target = str(_output_in_the_way(kind, folder, study))
+        model = str(study.model)
+        return {
+            "export": ["export", "--storage", study.url, "--study", "s", "--max-sram", "256KiB",
+                       "-o", target],
+            "graph": ["graph", "--model", model, "-o", target],
+            "cut": ["cut", "--model", model, "--samples", "2", "-o", target],
+            "compile": ["compile", "--model", model, "--sram", "256KiB", "-o", target],
+            "report": ["report", "--storage", study.url, "--study", "s", "--out", target],
+        }[command]  # fmt: skip
+
+    return Case("output-path", seed, f"{command} -o {kind}", make, allowed=(2,))
+
+
 CATEGORIES: dict[str, Callable[..., Case]] = {
     "model-estimate": lambda seed, study: model_estimate(seed),
     "model-sweep": lambda seed, study: model_sweep(seed),
@@ -664,6 +806,9 @@ CATEGORIES: dict[str, Callable[..., Case]] = {
     "config": config_command,
     "flags": lambda seed, study: (flag_values if seed % 4 else sweep_flags)(seed, study),
     "study-db": study_database,
+    "compiled-stream": compiled_stream,
+    "graph-json": graph_numbers,
+    "output-path": output_path,
 }
 
 
