@@ -5,7 +5,7 @@ fails one runs here and is refused on the device.
 
 Per `ethos-u` operator, as the kernel hands it to the driver:
 - the payload (input 0) starts with the fourcc "COP1", is a whole number of 32-bit words, and
-  its driver actions end exactly at its end;
+  its driver actions fit in it (`parse_payload`);
 - the register stream of its COMMAND_STREAM action starts at a multiple of 16 bytes (the
   payload's data in the model, which TFLite Micro reads in place, plus the action's offset);
 - every base address (inputs 1.. then the outputs, the first eight) is a multiple of 16: a
@@ -24,12 +24,10 @@ import numpy as np
 import tflite
 
 from cascader.simulator.errors import Finding, FindingKind
+from cascader.simulator.payload import is_driver_payload, parse_payload
 
 ALIGNMENT = 16
 BASE_ADDRESSES = 8  # the kernel passes at most this many base addresses
-_FOURCC = int.from_bytes(b"COP1", "little")
-_CONFIG, _CMD_STREAM, _READ_APB, _DUMP_SHRAM, _NOP = 0x01, 0x02, 0x03, 0x04, 0x05
-_CONFIG_WORDS = 2  # the words after a CONFIG action's tag
 _ETHOS_U = b"ethos-u"
 _OFFLINE_ALLOCATION = b"OfflineMemoryAllocation"
 
@@ -66,36 +64,21 @@ def driver_refusals(raw: bytes) -> list[Finding]:
 
 def _payload_refusals(label: str, start: int, data: np.ndarray) -> list[Finding]:
     """The driver's checks of one payload that begins at file offset `start`."""
-    if len(data) % 4:
-        return [_refusal(label, f"its payload of {len(data)} bytes is not whole 32-bit words")]
-    words = data.view("<u4")
-    if len(words) == 0 or int(words[0]) != _FOURCC:
+    raw = data.tobytes()
+    if not is_driver_payload(raw):
         return [_refusal(label, 'its payload does not start with the fourcc "COP1"')]
-    found = []
-    i = 1
-    while i < len(words):
-        tag = int(words[i])
-        action, reserved, param = tag & 0xFF, (tag >> 8) & 0xFF, tag >> 16
-        i += 1
-        if action == _CONFIG:
-            i += _CONFIG_WORDS
-        elif action == _CMD_STREAM:
-            stream_at = start + 4 * i
-            if stream_at % ALIGNMENT:
-                found.append(
-                    _refusal(
-                        label,
-                        f"its command stream is at file offset {stream_at}, "
-                        f"{stream_at % ALIGNMENT} past a multiple of {ALIGNMENT}",
-                    )
+    parsed = parse_payload(raw)
+    found = [_refusal(label, f"its payload: {finding.message}") for finding in parsed.findings]
+    for offset in parsed.stream_offsets:
+        at = start + offset
+        if at % ALIGNMENT:
+            found.append(
+                _refusal(
+                    label,
+                    f"its command stream is at file offset {at}, "
+                    f"{at % ALIGNMENT} past a multiple of {ALIGNMENT}",
                 )
-            i += (reserved << 16) | param
-        elif action not in (_READ_APB, _DUMP_SHRAM, _NOP):
-            return [*found, _refusal(label, f"its payload has unknown driver action {action:#x}")]
-    if i != len(words):
-        found.append(
-            _refusal(label, f"its driver actions run {4 * (i - len(words))} bytes past the payload")
-        )
+            )
     return found
 
 

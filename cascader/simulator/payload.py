@@ -29,6 +29,7 @@ class DriverPayload:
     config_word: int | None = None
     id_word: int | None = None
     findings: tuple[Finding, ...] = field(default=())
+    stream_offsets: tuple[int, ...] = ()  # byte offset of each stream in the payload
 
     @property
     def unsimulated_product(self) -> str | None:
@@ -71,6 +72,7 @@ def parse_payload(data: bytes) -> DriverPayload:
     if not is_driver_payload(data):
         return DriverPayload((words,), findings=tuple(findings))
     streams: list[np.ndarray] = []
+    offsets: list[int] = []
     config = ident = None
     i = 1
     while i < len(words):
@@ -91,6 +93,7 @@ def parse_payload(data: bytes) -> DriverPayload:
                 )
                 length = len(words) - i
             streams.append(words[i : i + length])
+            offsets.append(4 * i)
             i += length
         elif action in (_READ_APB, _DUMP_SHRAM, _NOP):
             continue  # debug actions of the driver, nothing for the NPU to run
@@ -99,7 +102,7 @@ def parse_payload(data: bytes) -> DriverPayload:
             break
     if not streams:
         findings.append(_malformed("payload has no COMMAND_STREAM action"))
-    return DriverPayload(tuple(streams), config, ident, tuple(findings))
+    return DriverPayload(tuple(streams), config, ident, tuple(findings), tuple(offsets))
 
 
 def _malformed(message: str) -> Finding:

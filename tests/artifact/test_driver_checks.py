@@ -110,7 +110,7 @@ def _odd_offset(tree: schema.ModelT) -> None:
     [
         (_unchanged, "past a multiple of 16"),
         (_bad_fourcc, 'fourcc "COP1"'),
-        (_cut_payload, "past the payload"),
+        (_cut_payload, "COMMAND_STREAM action of"),
         (_read_only_size, "its shape gives the driver 1 bytes"),
         (_odd_offset, "at arena offset 4"),
     ],

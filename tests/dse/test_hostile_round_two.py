@@ -8,6 +8,7 @@ import contextlib
 import io
 import sqlite3
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import flatbuffers
@@ -35,22 +36,40 @@ def _vela(model: bytes, tmp_path: Path, accelerator: str = "ethos-u55-256") -> P
     return tmp_path / "m_vela.tflite"
 
 
+def _retyped(tmp_path: Path, pick: Callable[[schema.ModelT], int], kind: int) -> Path:
+    """A builder network with the tensor `pick` names retyped to `kind` in the file."""
+    tree = schema.ModelT.InitFromPackedBuf(CATALOGUE["chain"]().build(), 0)
+    tree.subgraphs[0].tensors[pick(tree)].type = kind
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(tree.Pack(builder), file_identifier=b"TFL3")
+    model = tmp_path / "retyped.tflite"
+    model.write_bytes(bytes(builder.Output()))
+    return model
+
+
+def _swept(tmp_path: Path, out: Path) -> tuple[list[str], Path]:
+    """A two-trial study of a builder network in `out`: the sweep's command line (without
+    --trials) and the study database."""
+    model = tmp_path / "chain.tflite"
+    model.write_bytes(CATALOGUE["chain"]().build())
+    argv = ["sweep", "--model", str(model), "--out", str(out), "--study", "N"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main([*argv, "--trials", "2"]) == 0
+    return argv, out / "study.db"
+
+
 def test_weights_that_are_not_int8_are_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    tree = schema.ModelT.InitFromPackedBuf(CATALOGUE["chain"]().build(), 0)
-    sub = tree.subgraphs[0]
-    codes = tree.operatorCodes
-    conv = next(
-        op
-        for op in sub.operators
-        if codes[op.opcodeIndex].builtinCode == schema.BuiltinOperator.CONV_2D
-    )
-    sub.tensors[conv.inputs[1]].type = schema.TensorType.UINT8
-    builder = flatbuffers.Builder(1024)
-    builder.Finish(tree.Pack(builder), file_identifier=b"TFL3")
-    model = tmp_path / "uint8.tflite"
-    model.write_bytes(bytes(builder.Output()))
+    def first_weights(tree: schema.ModelT) -> int:
+        conv = next(
+            op
+            for op in tree.subgraphs[0].operators
+            if tree.operatorCodes[op.opcodeIndex].builtinCode == schema.BuiltinOperator.CONV_2D
+        )
+        return conv.inputs[1]
+
+    model = _retyped(tmp_path, first_weights, schema.TensorType.UINT8)
     code = main(["estimate", "--model", str(model), "--sram", "256KiB"])
     _one_line(capsys, code, "its weights are uint8; quantize the model with int8 weights")
 
@@ -101,12 +120,7 @@ def test_an_ethos_u85_stream_is_said_not_to_be_simulated(
 def test_a_study_whose_row_was_deleted_is_refused_and_left_as_it_is(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    model = tmp_path / "chain.tflite"
-    model.write_bytes(CATALOGUE["chain"]().build())
-    argv = ["sweep", "--model", str(model), "--out", str(tmp_path / "S"), "--study", "N"]
-    with contextlib.redirect_stdout(io.StringIO()):
-        assert main([*argv, "--trials", "2"]) == 0
-    database = tmp_path / "S" / "study.db"
+    argv, database = _swept(tmp_path, tmp_path / "S")
     with contextlib.closing(sqlite3.connect(database)) as connection:
         connection.execute("DELETE FROM studies")
         connection.commit()
@@ -126,12 +140,7 @@ def test_an_empty_model_name_is_named_as_such(capsys: pytest.CaptureFixture[str]
 def test_a_study_with_an_unknown_accelerator_is_not_exported(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    model = tmp_path / "chain.tflite"
-    model.write_bytes(CATALOGUE["chain"]().build())
-    argv = ["sweep", "--model", str(model), "--out", str(tmp_path / "S"), "--study", "N"]
-    with contextlib.redirect_stdout(io.StringIO()):
-        assert main([*argv, "--trials", "2"]) == 0
-    database = tmp_path / "S" / "study.db"
+    _, database = _swept(tmp_path, tmp_path / "S")
     with contextlib.closing(sqlite3.connect(database)) as connection:
         (value,) = connection.execute(
             "SELECT value_json FROM study_user_attributes WHERE key = 'dse.settings'"
@@ -152,13 +161,7 @@ def test_a_string_input_is_refused_before_tvm_sees_it(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """TVM's own warning line used to come before the refusal."""
-    tree = schema.ModelT.InitFromPackedBuf(CATALOGUE["chain"]().build(), 0)
-    sub = tree.subgraphs[0]
-    sub.tensors[sub.inputs[0]].type = schema.TensorType.STRING
-    builder = flatbuffers.Builder(1024)
-    builder.Finish(tree.Pack(builder), file_identifier=b"TFL3")
-    model = tmp_path / "string.tflite"
-    model.write_bytes(bytes(builder.Output()))
+    model = _retyped(tmp_path, lambda tree: tree.subgraphs[0].inputs[0], schema.TensorType.STRING)
     code = main(["estimate", "--model", str(model), "--sram", "64KiB"])
     _one_line(capsys, code, "is of type STRING; give an int8 model")
 
@@ -183,12 +186,7 @@ def tiny_disk(tmp_path: Path):
 def test_a_full_disk_is_named_and_the_study_is_kept(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_disk: Path
 ) -> None:
-    model = tmp_path / "chain.tflite"
-    model.write_bytes(CATALOGUE["chain"]().build())
-    argv = ["sweep", "--model", str(model), "--out", str(tiny_disk / "S"), "--study", "N"]
-    with contextlib.redirect_stdout(io.StringIO()):
-        assert main([*argv, "--trials", "2"]) == 0
-    database = tiny_disk / "S" / "study.db"
+    argv, database = _swept(tmp_path, tiny_disk / "S")
     before = database.read_bytes()
     with open(tiny_disk / "filler", "wb") as filler, contextlib.suppress(OSError):
         while True:
