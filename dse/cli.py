@@ -46,6 +46,16 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def _copy_size(text: str) -> int:
+    """An argparse type: a size as the other size flags take it, or 0, within the option's
+    range."""
+    low, high = OPTION_RANGES["always_copy_size"]
+    value = 0 if text.strip() == "0" else _size(text)
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"{text!r} must be {low} to {high} bytes")
+    return value
+
+
 def _file(text: str) -> str:
     """An argparse type: a file name that is not empty (`Path("")` is the current folder)."""
     if not text.strip():
@@ -133,14 +143,20 @@ def _add_cascader_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="stripe along more than one axis at a time",
     )
-    for flag, name, metavar in (
-        ("--stripe-factors", "stripe_factors", "N"),
-        ("--max-plan-size", "max_plan_size", "N"),
-        ("--max-proposals", "max_proposals", "N"),
-        ("--always-copy-size", "always_copy_size", "BYTES"),
+    for flag, name in (
+        ("--stripe-factors", "stripe_factors"),
+        ("--max-plan-size", "max_plan_size"),
+        ("--max-proposals", "max_proposals"),
     ):
         low, high = OPTION_RANGES[name]
-        g.add_argument(flag, type=_whole(low, high), default=None, metavar=metavar)
+        g.add_argument(flag, type=_whole(low, high), default=None, metavar="N")
+    g.add_argument(
+        "--always-copy-size",
+        type=_copy_size,
+        default=None,
+        metavar="SIZE",
+        help="constants up to this size are copied into SRAM (0 copies none; 1KiB, 1MiB, ...)",
+    )
     g.add_argument(
         "--cost-model",
         choices=COST_MODELS,

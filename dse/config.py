@@ -82,27 +82,27 @@ def select_trial(
 
 
 def _tvm_snippet(settings: StudySettings, point: DesignPoint) -> dict:
-    """The settings for TVM's Ethos-U flow: its compiler options, the one workspace pool the
-    cascader needs, and the cascader options our flow applies within it."""
+    """What this project's TVM flow takes for the point: the `ethos-u` target
+    (`cascader.lowering.EthosuTarget.from_snippet`; options null for the cascader off) and the
+    one workspace pool the cascader needs, set on the partitioned module before
+    `relax_to_tir`. Lowered there, the cascader generates proposals for that pool, so it may
+    choose another schedule than the sweep's (the `_dse.tflite` of `dse compile` is that)."""
+    options = point.config().options
     return {
-        "target": f"ethos-u -accelerator_config={settings.accelerator}, c",
-        "pass_config": {
-            "relay.ext.ethos-u.options": {
-                "accelerator_config": settings.accelerator,
-                "enable_cascader": point.enable_cascader,
-                "enable_striping": point.enable_striping,
-            },
-            "tir.usmp.enable": True,
-            "tir.disable_storage_rewrite": True,
+        "flow": "cascader.lowering.relax_to_tir",
+        "target": {
+            "accelerator": settings.accelerator,
+            "system_config": settings.system_config,
+            "memory_mode": settings.memory_mode,
+            "vela_config": settings.vela_config,
+            "options": None if options is None else options.to_json(),
         },
-        "workspace_memory_pools": [
-            {
-                "pool_name": "SRAM",
-                "targets": ["ethos-u", "c"],
-                "size_hint_bytes": point.sram_pool_bytes,
-            }
-        ],
-        "cascader_options": point.cascader_options(),
+        "workspace_memory_pools": [{"pool_name": "SRAM", "size_hint_bytes": point.sram_pool_bytes}],
+        "usage": (
+            "mod = partition_for_ethosu(import_tflite(model)).with_attr("
+            "'workspace_memory_pools', tvm['workspace_memory_pools']); "
+            "relax_to_tir(mod, EthosuTarget.from_snippet(tvm))"
+        ),
     }
 
 

@@ -68,6 +68,19 @@ class EthosuTarget:
     def system(self) -> tuple[str, str]:
         return system_defaults(self.accelerator, self.system_config, self.memory_mode)
 
+    @classmethod
+    def from_snippet(cls, snippet: dict) -> EthosuTarget:
+        """The target of the `tvm` snippet `dse export` writes (its "target" object)."""
+        target = snippet["target"]
+        options = target.get("options")
+        return cls(
+            accelerator=target["accelerator"],
+            system_config=target.get("system_config"),
+            memory_mode=target.get("memory_mode"),
+            options=None if options is None else CascaderOptions.from_json(options),
+            vela_config=target.get("vela_config"),
+        )
+
 
 def workspace_pool_bytes(mod: tvm.IRModule) -> int:
     """The size of the module's one workspace pool (the cascader's SRAM)."""

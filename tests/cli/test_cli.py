@@ -145,3 +145,11 @@ def test_a_closed_pipe_stops_quietly(tmp_path) -> None:
     os.close(write_end)
     assert proc.returncode == 141
     assert proc.stderr == ""
+
+
+@pytest.mark.parametrize(("text", "expected"), [("0", 0), ("1KiB", 1024), ("1024", 1024)])
+def test_always_copy_size_takes_sizes_as_the_other_size_flags(text: str, expected: int) -> None:
+    args = build_parser().parse_args(
+        ["estimate", "--model", "m.tflite", "--always-copy-size", text]
+    )
+    assert args.always_copy_size == expected

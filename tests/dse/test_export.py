@@ -60,7 +60,10 @@ def test_export_by_trial_writes_a_valid_config_for_the_model(study_db: str, tmp_
     assert flags[flags.index("--arena-cache-size") + 1] == str(pool)
     tvm = config["snippets"]["tvm"]
     assert tvm["workspace_memory_pools"][0]["size_hint_bytes"] == pool
-    assert tvm["cascader_options"] == config["cascader"]["options"]
+    options = tvm["target"]["options"]
+    assert {k: options[k] for k in config["cascader"]["options"]} == {
+        k: int(v) if isinstance(v, bool) else v for k, v in config["cascader"]["options"].items()
+    }
 
 
 def test_vela_ini_snippet_is_accepted_by_vela(study_db: str, tmp_path: Path) -> None:
@@ -198,3 +201,25 @@ def test_schema_violation_names_the_field(study_db: str, tmp_path: Path) -> None
     cfg.write_text(json.dumps(config))
     with pytest.raises(BadInput, match=r"\$\.sram_pool_bytes: must be integer.*\(and 1 more\)"):
         load_config(cfg, EXAMPLE)
+
+
+def test_the_tvm_snippet_runs_this_projects_tvm_flow(study_db: str, tmp_path: Path) -> None:
+    """The snippet's target and pool, as its `usage` line sets them, lower the model with
+    `relax_to_tir` (TVM 0.27 has no Relay: the snippet names nothing of it)."""
+    from cascader.frontend.legalize import ethosu_functions
+    from cascader.frontend.partition import partition_for_ethosu
+    from cascader.frontend.tflite_import import import_tflite
+    from cascader.lowering.relax_to_tir import EthosuTarget, relax_to_tir
+
+    cfg = tmp_path / "cfg.json"
+    assert _export(study_db, cfg, "--trial", str(_points(study_db)[0][3])) == 0
+    tvm = json.loads(cfg.read_text())["snippets"]["tvm"]
+    assert "relay" not in json.dumps(tvm)
+    partitioned = partition_for_ethosu(import_tflite(EXAMPLE.read_bytes()))
+    mod = partitioned.with_attr("workspace_memory_pools", tvm["workspace_memory_pools"])
+    lowered = relax_to_tir(mod, EthosuTarget.from_snippet(tvm))
+    pool = tvm["workspace_memory_pools"][0]["size_hint_bytes"]
+    for name, _ in ethosu_functions(partitioned):
+        prim = lowered[name]
+        assert len(prim.attrs["ethos-u.command_stream"].numpy()) > 0
+        assert 0 < int(prim.attrs["ethos-u.scratch_size"]) <= pool
