@@ -64,6 +64,7 @@ def write_file(
 
 
 def _check_replaceable(path: Path, owned: Callable[[bytes], bool], kind: str, flag: str) -> None:
+    """Refuse, in one line, whatever is at `path` that `write_file` may not replace."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -77,17 +78,17 @@ def _check_replaceable(path: Path, owned: Callable[[bytes], bool], kind: str, fl
         raise BadInput(f"{flag} {path}: is a folder; {fix}")
     if not stat.S_ISREG(info.st_mode):
         raise BadInput(f"{flag} {path}: is not a regular file (a FIFO, device or socket); {fix}")
-    head = b""
+    content = b""
     if info.st_size <= _OWNED_CHECK_BYTES:
         try:
-            head = path.read_bytes()
+            content = path.read_bytes()
         except OSError as error:
             raise BadInput(f"{flag} {path}: cannot read it ({error.strerror})") from None
-    if head.startswith(_SQLITE_HEADER):
+    if content.startswith(_SQLITE_HEADER):
         raise BadInput(
             f"{flag} {path}: is a database (a study?), which is never overwritten; {fix}"
         )
-    if not owned(head):
+    if not owned(content):
         raise BadInput(
             f"{flag} {path}: exists and is not a {kind} this tool wrote, so it is not "
             f"overwritten; {fix} or move that file away"

@@ -13,8 +13,8 @@ from ethosu.vela.ethos_u55_regs.ethos_u55_regs import cmd0, cmd1
 from cascader.simulator.memory import Memory
 from cascader.simulator.registers import RegisterFile
 
-# Decoded weights per byte of memory a legitimate stream may stand for: a compressed stream
-# of zero runs decodes to many weights per byte, far fewer than this.
+# Decoded weights an operation may have per byte of memory: far more than any real weight
+# stream reaches, runs of zeros included.
 _WEIGHTS_PER_BYTE = 64
 
 
@@ -27,7 +27,7 @@ def dma_excess(regs: RegisterFile, memory: Memory) -> str | None:
     """Why the DMA the registers describe cannot stay inside memory, or None."""
     length, limit = regs.address(cmd1.NPU_SET_DMA0_LEN), capacity(memory)
     if length > limit:
-        return f"a DMA of {length} bytes, more than all regions hold ({limit} bytes)"
+        return f"a DMA of {length} bytes, more than the {limit} bytes all regions hold"
     return None
 
 
@@ -43,16 +43,16 @@ def operation_excess(regs: RegisterFile, memory: Memory, elementwise: bool) -> s
 
     ofm = size(cmd0.NPU_SET_OFM_WIDTH_M1, cmd0.NPU_SET_OFM_HEIGHT_M1, cmd0.NPU_SET_OFM_DEPTH_M1)
     ifm = size(cmd0.NPU_SET_IFM_WIDTH0_M1, cmd0.NPU_SET_IFM_HEIGHT0_M1, cmd0.NPU_SET_IFM_DEPTH_M1)
-    counts = {"output elements": ofm, "input elements": ifm}
+    counts = {"output elements": (ofm, limit), "input elements": (ifm, limit)}
     if not elementwise:
         window = size(cmd0.NPU_SET_KERNEL_WIDTH_M1, cmd0.NPU_SET_KERNEL_HEIGHT_M1)
         window *= regs.param(cmd0.NPU_SET_IFM_DEPTH_M1) + 1
         weights = window * (regs.param(cmd0.NPU_SET_OFM_DEPTH_M1) + 1)
-        counts["weights (per 64)"] = weights // _WEIGHTS_PER_BYTE
+        counts["weights"] = (weights, limit * _WEIGHTS_PER_BYTE)
         for register in (cmd1.NPU_SET_WEIGHT_LENGTH, cmd1.NPU_SET_WEIGHT1_LENGTH,
                          cmd1.NPU_SET_SCALE_LENGTH):  # fmt: skip
-            counts[f"{register.name} bytes"] = regs.value(register)
-    for what, count in counts.items():
-        if count > limit:
-            return f"{count} {what}, more than all regions hold ({limit} bytes)"
+            counts[f"{register.name} bytes"] = (regs.value(register), limit)
+    for what, (count, bound) in counts.items():
+        if count > bound:
+            return f"{count} {what}, more than {bound} for the {limit} bytes all regions hold"
     return None

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 
+import optuna
 import pytest
 
 from cascader.testing.networks import single_op_model
@@ -151,8 +153,8 @@ def _special(kind: str, tmp_path: Path, study: str) -> Path:
         if os.geteuid() != 0:
             pytest.skip("making a device file needs root")
         os.mknod(target, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # as /dev/null
-    elif kind == "study":
-        target = Path(study.removeprefix("sqlite:///"))
+    elif kind == "study":  # a copy: the study read may itself be written to (its caches)
+        shutil.copy(study.removeprefix("sqlite:///"), target)
     else:
         target.write_text("not dse's\n")
     return target
@@ -176,3 +178,16 @@ def test_a_file_output_never_replaces_what_it_did_not_write(
         assert target.read_bytes() == content
     if kind == "symlink":
         assert (tmp_path / "victim.txt").read_text() == "not dse's\n"
+
+
+def test_export_over_the_study_it_reads_is_refused(
+    study: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 43's case: `-o` naming the study database itself."""
+    database = Path(study.removeprefix("sqlite:///"))
+    trials = len(optuna.load_study(study_name="s", storage=study).trials)
+    argv = ["export", "--storage", study, "--study", "s", "--max-sram", "256KiB"]
+    assert main([*argv, "-o", str(database)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a database" in err[0], err
+    assert len(optuna.load_study(study_name="s", storage=study).trials) == trials
