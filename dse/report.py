@@ -172,7 +172,11 @@ def _peak_table(view: PointView) -> Table:
     intro = (
         f"SRAM peaks at {format_size(timeline.peak)} at step {timeline.peak_step} of "
         f"{timeline.steps} ({timeline.step_labels[timeline.peak_step]}); the point reports "
-        f"{format_size(view.sram_used_bytes)} of SRAM used. Buffers live there, by address:"
+        f"{format_size(view.sram_used_bytes)} of SRAM used. That is the highest address in "
+        f"use; at most {format_size(timeline.live_peak)} is ever live (step "
+        f"{timeline.live_peak_step}), so the allocation loses "
+        f"{format_size(timeline.fragmentation)} to gaps between buffers. Buffers live at the "
+        "highest address, by address:"
     )
     rows = [(b.name, b.kind, f"{b.address:,}", format_size(b.size)) for b in timeline.peak_buffers]
     return Table(intro, ("buffer", "kind", "address", "bytes"), "llrr", rows)

@@ -68,7 +68,28 @@ class Timeline:
 
     @property
     def peak(self) -> int:
+        """The highest address in use over the schedule: the point's SRAM used."""
         return max(self.top, default=0)
+
+    def live(self, step: int) -> int:
+        """The bytes of the buffers live at `step`."""
+        return sum(self.bytes_by_kind[kind][step] for kind in KINDS)
+
+    @property
+    def live_peak_step(self) -> int:
+        """The step at which the most bytes are live (the first such step)."""
+        return max(range(self.steps), key=self.live, default=0)
+
+    @property
+    def live_peak(self) -> int:
+        """The most bytes live at any step: what an allocation leaving no gaps would need."""
+        return self.live(self.live_peak_step) if self.steps else 0
+
+    @property
+    def fragmentation(self) -> int:
+        """The address peak beyond the most bytes ever live: what the allocation loses to
+        gaps between buffers at its worst."""
+        return self.peak - self.live_peak
 
 
 def memory_timeline(schedule: Schedule, layer: Callable[[int], str]) -> Timeline:

@@ -27,8 +27,11 @@ _PEAK_LISTED = 5
 def _peak_text(timeline: Timeline) -> str:
     held = sorted(timeline.peak_buffers, key=lambda b: -b.size)
     lines = [
-        f"peak {size_label(timeline.peak)} at step {timeline.peak_step}",
+        f"highest address {size_label(timeline.peak)} (SRAM used) at step {timeline.peak_step}",
         f"({short_name(timeline.step_labels[timeline.peak_step], 50)})",
+        f"most bytes live {size_label(timeline.live_peak)} at step {timeline.live_peak_step}: "
+        f"{size_label(timeline.fragmentation)} lost to gaps",
+        "live at the highest address:",
     ]
     lines += [f"{size_label(b.size):>9}  {short_name(b.name, 40)}" for b in held[:_PEAK_LISTED]]
     if len(held) > _PEAK_LISTED:

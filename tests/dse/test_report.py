@@ -32,6 +32,7 @@ from dse.front import front_progress, pareto_front
 from dse.plots.figure import size_label, size_ticks
 from dse.point_view import point_view
 from dse.study import load_settings
+from dse.timeline import KINDS
 from dse.vela_points import VELA_ATTR, count_matched
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
@@ -76,8 +77,13 @@ def _check_peaks(storage: str, trials: list[optuna.trial.FrozenTrial]) -> None:
     session = model_session(settings)
     for trial in trials:
         view = point_view(settings, trial, session)
-        assert view.timeline.peak == trial.user_attrs["metrics"]["sram_used_bytes"]
-        assert view.timeline.peak <= view.timeline.pool
+        timeline = view.timeline
+        assert timeline.peak == trial.user_attrs["metrics"]["sram_used_bytes"]
+        assert timeline.peak <= timeline.pool
+        # The address peak and the most bytes live are told apart (issue 42).
+        live = [sum(timeline.bytes_by_kind[k][s] for k in KINDS) for s in range(timeline.steps)]
+        assert timeline.live_peak == max(live) <= timeline.peak
+        assert timeline.fragmentation == timeline.peak - max(live) >= 0
 
 
 def _check_report_files(out: Path) -> str:
@@ -159,6 +165,7 @@ def test_report_writes_self_contained_page_plots_and_summary(
     assert "scored points " in summary and "proposals " in summary
     assert re.search(r"matched (Vela's \d+ points at trial \d+|\d+ of Vela's \d+ points)", summary)
     assert "| cascade | layer | operator |" in summary and "SRAM peaks at" in summary
+    assert "is ever live" in summary and "to gaps between buffers" in summary
     for point in result["front"]:
         assert f"{point['trial']:>5}" in summary
 
