@@ -57,21 +57,24 @@ def build_files(
     firmware runs it, `vela_tflite`), and per NPU function i `npu<i>.cs` (register command
     stream words, little-endian) and `npu<i>.payload` (Vela's driver payload), plus
     `constants.bin` and `manifest.json` (regions, sizes, I/O addresses, the estimate), which
-    lists them all. The caller checks `fits` first: a schedule over the pool is written all
-    the same."""
+    lists them all (each function named `npu<i>` as its files, with its stripes and DMA
+    copies: a layer of the network runs as one or more stripes, the words the CLI uses). The
+    caller checks `fits` first: a schedule over the pool is written all the same."""
     tflite = f"{stem}_dse.tflite"
     files = {tflite: model_for_firmware(model, compiled, point.schedule)}
     functions = []
     for index, stream in enumerate(compiled.functions):
-        cs, payload = f"npu{index}.cs", f"npu{index}.payload"
+        name = f"npu{index}"
+        cs, payload = f"{name}.cs", f"{name}.payload"
         files[cs] = stream.command_stream
         files[payload] = stream.driver_payload
         functions.append(
             {
-                "name": stream.name,
+                "name": name,
                 "command_stream": cs,
                 "driver_payload": payload,
-                "operations": len(stream.operations),
+                "stripes": stream.stripes,
+                "dma_copies": stream.dma_copies,
             }
         )
     files["constants.bin"] = compiled.constants

@@ -312,6 +312,16 @@ class FunctionStream:
     command_stream: bytes = b""
     driver_payload: bytes = b""
 
+    @property
+    def dma_copies(self) -> int:
+        """The DMA copies among its operations."""
+        return sum(isinstance(op, NpuDmaOperation) for op in self.operations)
+
+    @property
+    def stripes(self) -> int:
+        """Its NPU operations but the copies: one per stripe of the schedule."""
+        return len(self.operations) - self.dma_copies
+
 
 @dataclass
 class Compiled:

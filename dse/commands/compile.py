@@ -39,10 +39,12 @@ def run(args: argparse.Namespace) -> int:
                               point, compiled)  # fmt: skip
     shipped = out / written.name
     schedule = point.schedule
+    copies = sum(stream.dma_copies for stream in compiled.functions)
+    stripes = sum(stream.stripes for stream in compiled.functions)
     print(
-        f"wrote {out}: {len(result.ops)} NPU ops in "
-        f"{len({schedule.network.function_of[s.part] for s in schedule.steps})} command "
-        f"stream(s), scratch {format_size(schedule.scratch_bytes)}, SRAM used "
+        f"wrote {out}: {len(result.ops)} layers as {stripes} stripes and {copies} DMA copies "
+        f"in {len(compiled.functions)} command stream(s), scratch "
+        f"{format_size(schedule.scratch_bytes)}, SRAM used "
         f"{format_size(result.sram_used_bytes)}, {result.total_cycles:.0f} cycles; "
         f"firmware model {shipped.name}"
     )

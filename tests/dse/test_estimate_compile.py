@@ -122,10 +122,18 @@ def test_compile_writes_streams_constants_and_manifest(
     out = tmp_path / "out"
     code = main(["compile", "--model", str(EXAMPLE), "--sram", "256KiB", "-o", str(out)])
     assert code == 0, capsys.readouterr().err
-    assert "wrote" in capsys.readouterr().out
+    said = capsys.readouterr().out
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["format"] == "cascader-dse-compiled"
     (function,) = manifest["functions"]
+    # One vocabulary (issue 42): the function named as its files, its stripes as verify counts
+    # them, the same words in what compile prints.
+    assert function["name"] == "npu0" and function["command_stream"] == "npu0.cs"
+    assert main(["verify", "--model", str(EXAMPLE), "--sram", "256KiB", "--json"]) == 0
+    stripes = json.loads(capsys.readouterr().out)["schedule"]["stripes"]
+    assert function["stripes"] == stripes and function["dma_copies"] > 0
+    layers = len(manifest["estimate"]["ops"])
+    assert f"{layers} layers as {stripes} stripes and {function['dma_copies']} DMA copies" in said
     assert (out / function["command_stream"]).stat().st_size > 0
     assert (out / function["driver_payload"]).read_bytes()[:4] == b"COP1"
     assert (out / "constants.bin").stat().st_size == manifest["regions"]["0"]["bytes"]
