@@ -7,38 +7,21 @@ naming the server); this measures the time, which a loaded machine stretches."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from backends import silent_server
+
 
 @pytest.fixture(scope="module")
 def silent_port() -> Iterator[int]:
-    server = socket.create_server(("127.0.0.1", 0), backlog=64)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(server.accept()[0])
-            except TimeoutError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    stop.set()
-    thread.join()
-    for connection in held:
-        connection.close()
-    server.close()
+    with silent_server() as port:
+        yield port
 
 
 @pytest.mark.parametrize("command", ["export", "report"])

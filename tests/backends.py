@@ -4,7 +4,11 @@ those cases and says why."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,3 +26,31 @@ def storage_url(backend: str, tmp_path: Path) -> str:
         assert POSTGRES_URL is not None
         return POSTGRES_URL
     return f"sqlite:///{tmp_path / 'study.db'}"
+
+
+@contextlib.contextmanager
+def silent_server() -> Iterator[int]:
+    """A TCP port on 127.0.0.1 that accepts connections and never says a word (a database
+    server that hangs), closed when the block ends."""
+    server = socket.create_server(("127.0.0.1", 0), backlog=64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join()
+        for connection in held:
+            connection.close()
+        server.close()

@@ -22,7 +22,7 @@ from tflite.BuiltinOperator import BuiltinOperator
 from tflite.TensorType import TensorType
 
 from cascader.frontend.errors import ModelError
-from cascader.frontend.tflite_ops import check_operator
+from cascader.frontend.tflite_ops import TYPE_NAMES, check_operator
 from cascader.frontend.tflite_verify import FlatbufferError, verify_flatbuffer
 
 TFLITE_IDENTIFIER = b"TFL3"
@@ -37,9 +37,6 @@ FLOAT_MESSAGE = (
 
 _BUILTIN_NAMES: dict[int, str] = {
     code: name for name, code in vars(BuiltinOperator).items() if not name.startswith("_")
-}
-_TYPE_NAMES: dict[int, str] = {
-    code: name for name, code in vars(TensorType).items() if not name.startswith("_")
 }
 _FLOAT_TYPES = frozenset({TensorType.FLOAT16, TensorType.FLOAT32, TensorType.FLOAT64})
 _ITEM_BYTES = {
@@ -285,7 +282,7 @@ def _check_tensor(
     than an NPU dimension."""
     tensor = subgraph.Tensors(t)
     at = f"{where}: {_label(subgraph, t)}"
-    if tensor.Type() not in _TYPE_NAMES:
+    if tensor.Type() not in TYPE_NAMES:
         raise ModelError(f"{at} has tensor type {tensor.Type()}, which TFLite does not define")
     if not 0 <= tensor.Buffer() < n_buffers:
         raise ModelError(f"{at} refers to buffer {tensor.Buffer()} of {n_buffers}; corrupt file")
@@ -340,7 +337,7 @@ def _check_quantization(tensor: tflite.Tensor, shape: list[int], at: str) -> Non
     low, high = _ZERO_POINTS.get(tensor.Type(), _INT32)
     if int(zero_points.min()) < low or int(zero_points.max()) > high:
         bad = next(int(z) for z in zero_points if not low <= int(z) <= high)
-        type_name = _TYPE_NAMES[tensor.Type()].lower()
+        type_name = TYPE_NAMES[tensor.Type()].lower()
         raise ModelError(
             f"{at} has zero point {bad}, outside {low}..{high} for {type_name}: quantise the "
             "model again"
@@ -373,7 +370,7 @@ def _require_int8(model: tflite.Model) -> None:
             if found not in _IO_TYPES:
                 raise ModelError(
                     f"model: graph input or output {_label(subgraph, t)} is of type "
-                    f"{_TYPE_NAMES.get(found, found)}; give an int8 model with int8 inputs"
+                    f"{TYPE_NAMES.get(found, found)}; give an int8 model with int8 inputs"
                 )
         for i in range(subgraph.OperatorsLength()):
             op = subgraph.Operators(i)

@@ -72,9 +72,11 @@ _OPTIONAL_OPTIONS: dict[str, int] = {
     "SPLIT": _BO.SplitOptions,
     "STRIDED_SLICE": _BO.StridedSliceOptions,
 }
+TYPE_NAMES: dict[int, str] = {
+    code: name for name, code in vars(tflite.TensorType).items() if not name.startswith("_")
+}
 _PADDINGS = (0, 1)  # SAME, VALID
 _ACTIVATIONS = range(6)  # NONE .. SIGN_BIT
-_TYPE_NAMES = {v: k.lower() for k, v in vars(tflite.TensorType).items() if not k.startswith("_")}
 DILATIONS = (1, 2)  # what Vela's weight encoder and the NPU take
 MAX_STRIDE = 1 << 16
 
@@ -109,7 +111,7 @@ class _Op:
         """The NPU's weight encoder takes int8 weights (TFLite's int8 scheme)."""
         found = self.subgraph.Tensors(self.inputs[position]).Type()
         if found != tflite.TensorType.INT8:
-            name = _TYPE_NAMES.get(found, str(found))
+            name = TYPE_NAMES.get(found, str(found)).lower()
             self.fail(f"its weights are {name}", "quantize the model with int8 weights")
 
     def rank(self, shape: list[int], rank: int, what: str) -> None:

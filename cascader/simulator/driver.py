@@ -20,25 +20,23 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import tflite
 
 from cascader.simulator.errors import Finding, FindingKind
 from cascader.simulator.payload import is_driver_payload, parse_payload
+from cascader.simulator.vela_tflite import buffer_span, offline_offsets
 
 ALIGNMENT = 16
 BASE_ADDRESSES = 8  # the kernel passes at most this many base addresses
 _ETHOS_U = b"ethos-u"
-_OFFLINE_ALLOCATION = b"OfflineMemoryAllocation"
 
 
 def driver_refusals(raw: bytes) -> list[Finding]:
     """Each reason TFLite Micro's Ethos-U kernel or Arm's driver would refuse to run the
     `ethos-u` operators of the Vela-format model `raw` (empty when they would run them)."""
-    base = np.frombuffer(raw, np.uint8)
     model = tflite.Model.GetRootAsModel(raw, 0)
     graph = model.Subgraphs(0)
-    offsets = _offline_offsets(model, base)
+    offsets = offline_offsets(model, raw, graph.TensorsLength())
     found: list[Finding] = []
     for o in range(graph.OperatorsLength()):
         op = graph.Operators(o)
@@ -51,109 +49,60 @@ def driver_refusals(raw: bytes) -> list[Finding]:
         if not inputs:
             found.append(_refusal(label, "it has no command-stream input"))
             continue
-        payload = _data(model, graph.Tensors(inputs[0]), base)
+        payload = buffer_span(model, raw, graph.Tensors(inputs[0]).Buffer())
         if payload is None:
             found.append(_refusal(label, "its command-stream tensor holds no data"))
         else:
             found += _payload_refusals(label, *payload)
         for slot, t in enumerate([*inputs[1:], *outputs][:BASE_ADDRESSES]):
             if t >= 0:
-                found += _base_refusals(label, slot, model, graph.Tensors(t), offsets.get(t), base)
+                span = buffer_span(model, raw, graph.Tensors(t).Buffer())
+                found += _base_refusals(label, slot, graph.Tensors(t), span, offsets[t])
     return found
 
 
-def _payload_refusals(label: str, start: int, data: np.ndarray) -> list[Finding]:
+def _payload_refusals(label: str, start: int, raw: bytes) -> list[Finding]:
     """The driver's checks of one payload that begins at file offset `start`."""
-    raw = data.tobytes()
     if not is_driver_payload(raw):
         return [_refusal(label, 'its payload does not start with the fourcc "COP1"')]
     parsed = parse_payload(raw)
     found = [_refusal(label, f"its payload: {finding.message}") for finding in parsed.findings]
     for offset in parsed.stream_offsets:
-        at = start + offset
-        if at % ALIGNMENT:
+        if (start + offset) % ALIGNMENT:
             found.append(
-                _refusal(
-                    label,
-                    f"its command stream is at file offset {at}, "
-                    f"{at % ALIGNMENT} past a multiple of {ALIGNMENT}",
-                )
+                _refusal(label, f"its command stream is at file offset {_past(start + offset)}")
             )
     return found
 
 
 def _base_refusals(
-    label: str,
-    slot: int,
-    model: tflite.Model,
-    tensor: tflite.Tensor,
-    offset: int | None,
-    base: np.ndarray,
+    label: str, slot: int, tensor: tflite.Tensor, span: tuple[int, bytes] | None, offset: int
 ) -> list[Finding]:
     """The driver's checks of base address `slot` (0: read-only constants, 1: the arena, 2:
-    the fast scratch, then the IFMs and OFMs)."""
-    name = tensor.Name().decode(errors="replace")
-    where = f"base address {slot} ({name})"
-    data = _data(model, tensor, base)
-    if data is not None:
-        start, values = data
-        found = []
-        if start % ALIGNMENT:
-            found.append(
-                _refusal(
-                    label,
-                    f"{where} is read in place at file offset {start}, "
-                    f"{start % ALIGNMENT} past a multiple of {ALIGNMENT}",
-                )
-            )
-        size = math.prod(int(d) for d in tensor.ShapeAsNumpy()) if tensor.ShapeLength() else 1
-        if size != len(values):
-            found.append(
-                _refusal(
-                    label,
-                    f"{where}: its shape gives the driver {size} bytes, its data is {len(values)}",
-                )
-            )
-        return found
-    if offset is not None and offset % ALIGNMENT:
-        return [
+    the fast scratch, then the IFMs and OFMs): `span` is where the tensor's data is in the
+    file, `offset` its arena offset (-1: TFLite Micro plans it, aligned)."""
+    where = f"base address {slot} ({tensor.Name().decode(errors='replace')})"
+    if span is None:
+        if offset >= 0 and offset % ALIGNMENT:
+            return [_refusal(label, f"{where} is at arena offset {_past(offset)}")]
+        return []
+    start, data = span
+    found = []
+    if start % ALIGNMENT:
+        found.append(_refusal(label, f"{where} is read in place at file offset {_past(start)}"))
+    size = math.prod(int(d) for d in tensor.ShapeAsNumpy()) if tensor.ShapeLength() else 1
+    if size != len(data):
+        found.append(
             _refusal(
-                label,
-                f"{where} is at arena offset {offset}, {offset % ALIGNMENT} "
-                f"past a multiple of {ALIGNMENT}",
+                label, f"{where}: its shape gives the driver {size} bytes, its data is {len(data)}"
             )
-        ]
-    return []
+        )
+    return found
 
 
-def _data(
-    model: tflite.Model, tensor: tflite.Tensor, base: np.ndarray
-) -> tuple[int, np.ndarray] | None:
-    """Where a tensor's data starts in the file and its bytes, or None when it has none."""
-    buffer = model.Buffers(tensor.Buffer())
-    if buffer is None:
-        return None
-    if buffer.Offset() > 1:  # stored past the flatbuffer (models over 2 GiB)
-        start = int(buffer.Offset())
-        return start, base[start : start + int(buffer.Size())]
-    if buffer.DataLength() == 0:
-        return None
-    values = buffer.DataAsNumpy()
-    return values.ctypes.data - base.ctypes.data, values
-
-
-def _offline_offsets(model: tflite.Model, base: np.ndarray) -> dict[int, int]:
-    """The arena offset of each tensor of subgraph 0 the offline allocation places."""
-    for i in range(model.MetadataLength()):
-        entry = model.Metadata(i)
-        if entry.Name() != _OFFLINE_ALLOCATION:
-            continue
-        buffer = model.Buffers(entry.Buffer())
-        if buffer is None or buffer.DataLength() < 12:
-            return {}
-        words = buffer.DataAsNumpy()[: buffer.DataLength() // 4 * 4].view("<i4")
-        return {t: int(v) for t, v in enumerate(words[3:]) if v >= 0}
-    return {}
+def _past(at: int) -> str:
+    """`at`, with how far it is past a multiple of the alignment."""
+    return f"{at}, {at % ALIGNMENT} past a multiple of {ALIGNMENT}"
 
 
 def _refusal(label: str, message: str) -> Finding:

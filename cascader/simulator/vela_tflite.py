@@ -112,31 +112,43 @@ class VelaRunResult:
     runs: list[SimulationResult] = field(default_factory=list)
 
 
-def _buffer(model: tflite.Model, raw: bytes, index: int) -> bytes | None:
+def buffer_span(model: tflite.Model, raw: bytes, index: int) -> tuple[int, bytes] | None:
+    """Where buffer `index`'s data starts in the file `raw` (which `model` was read from) and
+    its bytes; None when it holds none."""
     buffer = model.Buffers(index)
     if buffer is None:
         return None
     if buffer.Offset() > 1:  # stored past the flatbuffer (models over 2 GiB)
-        return raw[buffer.Offset() : buffer.Offset() + buffer.Size()]
+        start = int(buffer.Offset())
+        return start, raw[start : start + int(buffer.Size())]
     if buffer.DataLength() == 0:
         return None
-    return buffer.DataAsNumpy().tobytes()
+    values = buffer.DataAsNumpy()  # a view into `raw`
+    return values.ctypes.data - np.frombuffer(raw, np.uint8).ctypes.data, values.tobytes()
 
 
-def _offline_offsets(model: tflite.Model, raw: bytes, tensors: int) -> list[int]:
+def _buffer(model: tflite.Model, raw: bytes, index: int) -> bytes | None:
+    span = buffer_span(model, raw, index)
+    return None if span is None else span[1]
+
+
+def offline_offsets(model: tflite.Model, raw: bytes, tensors: int) -> list[int]:
+    """The `OfflineMemoryAllocation` arena offset of each of the first `tensors` tensors of
+    subgraph 0, -1 for one TFLite Micro plans itself."""
     for i in range(model.MetadataLength()):
         entry = model.Metadata(i)
         if entry.Name() == b"OfflineMemoryAllocation":
             data = _buffer(model, raw, entry.Buffer()) or b""
-            words = np.frombuffer(data, "<i4")
-            return [int(v) for v in words[3 : 3 + tensors]]
+            words = np.frombuffer(data[: len(data) // 4 * 4], "<i4")
+            found = [int(v) for v in words[3 : 3 + tensors]]
+            return found + [-1] * (tensors - len(found))
     return [-1] * tensors
 
 
 def _parse(raw: bytes) -> VelaModel:
     model = tflite.Model.GetRootAsModel(raw, 0)
     graph = model.Subgraphs(0)
-    offsets = _offline_offsets(model, raw, graph.TensorsLength())
+    offsets = offline_offsets(model, raw, graph.TensorsLength())
     tensors = []
     for t in range(graph.TensorsLength()):
         tensor = graph.Tensors(t)

@@ -16,7 +16,6 @@ import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-import flatbuffers
 import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.interpreter import Interpreter
@@ -24,6 +23,7 @@ from ai_edge_litert.interpreter import Interpreter
 from cascader.ir.npu_ops import BinaryElementwise, NpuFunction, NpuTensor
 from cascader.reference.run import ReferenceError, run_function
 from cascader.verify.litert import KERNELS, random_inputs
+from cascader.verify.submodel import reduced_model
 
 _DTYPES = {
     schema.TensorType.INT8: "int8",
@@ -82,15 +82,7 @@ class TfliteGraph:
     def sub_model(self, op: int, inputs: Sequence[int], outputs: Sequence[int]) -> bytes:
         """The flatbuffer reduced to one operator with the given graph inputs/outputs (same
         tensors, buffers and options), to run that operator alone on LiteRT."""
-        sub = self.subgraph
-        saved = (sub.operators, sub.inputs, sub.outputs)
-        sub.operators, sub.inputs, sub.outputs = [sub.operators[op]], list(inputs), list(outputs)
-        try:
-            builder = flatbuffers.Builder(1024)
-            builder.Finish(self.model.Pack(builder), file_identifier=b"TFL3")
-            return bytes(builder.Output())
-        finally:
-            sub.operators, sub.inputs, sub.outputs = saved
+        return reduced_model(self.model, [op], inputs, outputs)
 
     def is_constant(self, tid: int) -> bool:
         data = self.model.buffers[self.tensors[tid].buffer].data

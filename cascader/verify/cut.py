@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import flatbuffers
 import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.interpreter import Interpreter
 
-from cascader.verify.litert import KERNELS, MIN_DISTINCT, random_inputs, telling
+from cascader.verify.litert import KERNELS, MIN_DISTINCT, random_inputs, spread, telling
+from cascader.verify.submodel import reduced_model
 
 CUT_DESCRIPTION = b"cascader-dse cut"  # the description of every model `cut_at` writes
 _INT_TYPES = (schema.TensorType.INT8, schema.TensorType.INT16, schema.TensorType.UINT8)
@@ -59,13 +59,8 @@ def variations(model: bytes, samples: int = 8, seed: int = 0) -> dict[int, Varia
             interpreter.set_tensor(detail["index"], value)
         interpreter.invoke()
         for t in wanted:
-            values[t].append(np.array(interpreter.get_tensor(t)).ravel())
-    found = {}
-    for t, seen in values.items():
-        stacked = np.stack(seen)
-        varying = float(np.mean((stacked != stacked[0]).any(axis=0))) if stacked.size else 0.0
-        found[t] = Variation(int(np.unique(stacked).size), varying)
-    return found
+            values[t].append(np.array(interpreter.get_tensor(t)))
+    return {t: Variation(*spread(seen)) for t, seen in values.items()}
 
 
 def cut_at(model: bytes, outputs: Sequence[int]) -> bytes:
@@ -84,33 +79,28 @@ def cut_at(model: bytes, outputs: Sequence[int]) -> bytes:
         needed.add(index)
         pending += [producer[int(t)] for t in sub.operators[index].inputs if int(t) in producer]
     reached = {int(t) for i in needed for t in sub.operators[i].inputs}
-    sub.operators = [op for i, op in enumerate(sub.operators) if i in needed]
-    sub.inputs = [int(t) for t in sub.inputs if int(t) in reached or int(t) in outputs]
-    sub.outputs = [int(t) for t in outputs]
-    tree.signatureDefs = []
-    tree.description = CUT_DESCRIPTION
-    builder = flatbuffers.Builder(1024)
-    builder.Finish(tree.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
+    inputs = [t for t in sub.inputs if int(t) in reached or int(t) in outputs]
+    return reduced_model(tree, sorted(needed), inputs, outputs, CUT_DESCRIPTION)
 
 
 def cut_where_varying(
     model: bytes, samples: int = 8, seed: int = 0, min_distinct: int = MIN_DISTINCT
-) -> tuple[bytes, list[int]]:
+) -> tuple[bytes, dict[int, Variation]]:
     """The model itself when each of its outputs is telling (varies over the samples and takes
     at least `min_distinct` values); else the model cut at its last telling tensor, the one
-    produced by the latest operator. Returns (model, the tensors it outputs). Raises
-    ValueError when no tensor of the model is telling."""
+    produced by the latest operator. Returns (model, the variation of each tensor it
+    outputs). Raises ValueError when no tensor of the model is telling."""
     found = variations(model, samples, seed)
     sub = schema.ModelT.InitFromPackedBuf(model, 0).subgraphs[0]
     outputs = [int(t) for t in sub.outputs]
     if all(t in found and found[t].telling(min_distinct) for t in outputs):
-        return model, outputs
+        return model, {t: found[t] for t in outputs}
     order = [int(t) for op in sub.operators for t in op.outputs if t >= 0]
-    telling = [t for t in order if t in found and found[t].telling(min_distinct)]
-    if not telling:
+    candidates = [t for t in order if t in found and found[t].telling(min_distinct)]
+    if not candidates:
         raise ValueError(
             f"no tensor of the model takes {min_distinct} or more values that vary over "
             f"{samples} random inputs"
         )
-    return cut_at(model, [telling[-1]]), [telling[-1]]
+    last = candidates[-1]
+    return cut_at(model, [last]), {last: found[last]}

@@ -60,6 +60,14 @@ def telling(distinct: int, varying: float, min_distinct: int = MIN_DISTINCT) -> 
     return distinct >= min_distinct and varying > 0.0
 
 
+def spread(samples: Sequence[np.ndarray]) -> tuple[int, float]:
+    """Of one tensor's values in each sample: how many distinct values it takes over them
+    all, and the share of its elements that are not the same in every sample."""
+    stacked = np.stack([np.asarray(values).ravel() for values in samples])
+    varying = float(np.mean((stacked != stacked[0]).any(axis=0))) if stacked.size else 0.0
+    return int(np.unique(stacked).size), varying
+
+
 @dataclass(frozen=True)
 class DiffStats:
     """|a - b| over every element of one output across all samples, and how much the values
@@ -88,7 +96,7 @@ def diff_stats(output: int, a: Sequence[np.ndarray], b: Sequence[np.ndarray]) ->
     diff = np.concatenate(
         [np.abs(x.astype(np.int64) - y.astype(np.int64)).ravel() for x, y in zip(a, b, strict=True)]
     )
-    truth = np.stack([np.asarray(y).ravel() for y in b])
+    distinct, varying = spread(b)
     return DiffStats(
         output=output,
         elements=int(diff.size),
@@ -96,8 +104,8 @@ def diff_stats(output: int, a: Sequence[np.ndarray], b: Sequence[np.ndarray]) ->
         exact=float(np.mean(diff == 0)),
         off_by_one=float(np.mean(diff == 1)),
         more=float(np.mean(diff > 1)),
-        distinct=int(np.unique(truth).size),
-        varying=float(np.mean((truth != truth[0]).any(axis=0))) if truth.size else 0.0,
+        distinct=distinct,
+        varying=varying,
     )
 
 

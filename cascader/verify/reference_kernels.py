@@ -26,9 +26,10 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-import flatbuffers
 import numpy as np
 from ai_edge_litert import schema_py_generated as schema
+
+from cascader.verify.submodel import reduced_model
 
 _SOFTMAX_SCALED_BITS = 26  # 31 minus the 5 integer bits of the kernel's scaled differences
 _SOFTMAX_MAX_SUM = 2.0**8  # a row's sum of exponentials from which the kernel aborts
@@ -67,8 +68,7 @@ def refused_softmaxes(tree: schema.ModelT) -> set[int]:
     sub = tree.subgraphs[0]
     refused = set()
     for index, op in enumerate(sub.operators):
-        code = tree.operatorCodes[op.opcodeIndex]
-        if max(code.builtinCode, code.deprecatedBuiltinCode) != schema.BuiltinOperator.SOFTMAX:
+        if not _is_softmax(tree, op):
             continue
         q = sub.tensors[op.inputs[0]].quantization
         beta = op.builtinOptions.beta if op.builtinOptions is not None else 1.0
@@ -76,6 +76,11 @@ def refused_softmaxes(tree: schema.ModelT) -> set[int]:
         if scaled and beta * float(q.scale[0]) * 2.0**_SOFTMAX_SCALED_BITS <= 1.0:
             refused.add(index)
     return refused
+
+
+def _is_softmax(tree: schema.ModelT, op: schema.OperatorT) -> bool:
+    code = tree.operatorCodes[op.opcodeIndex]
+    return max(code.builtinCode, code.deprecatedBuiltinCode) == schema.BuiltinOperator.SOFTMAX
 
 
 def _interpreter(model: bytes):
@@ -93,21 +98,6 @@ def _invoke(interpreter, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         interpreter.set_tensor(detail["index"], value)
     interpreter.invoke()
     return [interpreter.get_tensor(d["index"]).copy() for d in interpreter.get_output_details()]
-
-
-def _one_operator(tree: schema.ModelT, index: int, inputs: list[int]) -> bytes:
-    """The model reduced to operator `index` reading the graph inputs `inputs`."""
-    sub = tree.subgraphs[0]
-    op = sub.operators[index]
-    saved = (sub.operators, sub.inputs, sub.outputs, tree.signatureDefs)
-    sub.operators, sub.inputs, sub.outputs = [op], inputs, [int(t) for t in op.outputs]
-    tree.signatureDefs = []
-    try:
-        builder = flatbuffers.Builder(1024)
-        builder.Finish(tree.Pack(builder), file_identifier=b"TFL3")
-        return bytes(builder.Output())
-    finally:
-        sub.operators, sub.inputs, sub.outputs, tree.signatureDefs = saved
 
 
 def _exponentials(tree: schema.ModelT, op: schema.OperatorT, logits: np.ndarray) -> np.ndarray:
@@ -134,11 +124,9 @@ def _by_operator(model: bytes, samples: list[list[np.ndarray]]) -> list[list[np.
     tree = schema.ModelT.InitFromPackedBuf(model, 0)
     sub = tree.subgraphs[0]
     refused = refused_softmaxes(tree)
-    softmax = schema.BuiltinOperator.SOFTMAX
 
     def aborts(op: schema.OperatorT, values: list[np.ndarray]) -> bool:
-        code = tree.operatorCodes[op.opcodeIndex]
-        if max(code.builtinCode, code.deprecatedBuiltinCode) != softmax:
+        if not _is_softmax(tree, op):
             return False
         return bool((_exponentials(tree, op, values[0]).sum(axis=-1) >= _SOFTMAX_MAX_SUM).any())
 
@@ -149,7 +137,8 @@ def _by_operator(model: bytes, samples: list[list[np.ndarray]]) -> list[list[np.
     steps = []
     for index, op in enumerate(sub.operators):
         reads = [int(t) for t in op.inputs if t >= 0 and not constant(int(t))]
-        run = None if index in refused else _interpreter(_one_operator(tree, index, reads))
+        alone = None if index in refused else reduced_model(tree, [index], reads, op.outputs)
+        run = None if alone is None else _interpreter(alone)
         steps.append((op, reads, run))
     outputs = []
     for inputs in samples:

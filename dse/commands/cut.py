@@ -12,7 +12,7 @@ from ai_edge_litert import schema_py_generated as schema
 
 from cascader.frontend.errors import ModelError
 from cascader.frontend.tflite_import import load_tflite
-from cascader.verify.cut import CUT_DESCRIPTION, cut_at, cut_where_varying, variations
+from cascader.verify.cut import CUT_DESCRIPTION, cut_at, cut_where_varying
 from cascader.verify.litert import MIN_DISTINCT
 from dse.errors import BadInput
 from dse.output import write_file
@@ -32,11 +32,10 @@ def run(args: argparse.Namespace) -> int:
             f"{args.model}: LiteRT cannot run it: {str(error).splitlines()[0]}"
         ) from None
     sub = schema.ModelT.InitFromPackedBuf(cut, 0).subgraphs[0]
-    found = variations(cut, args.samples)
     names = ", ".join(
-        f"{sub.tensors[t].name.decode()} ({found[t].distinct} values)" for t in outputs
+        f"{sub.tensors[t].name.decode()} ({found.distinct} values)" for t, found in outputs.items()
     )
-    written = cut_at(cut, outputs) if cut is model else cut  # described as a cut either way
+    written = cut_at(cut, list(outputs)) if cut is model else cut  # a cut's description either way
     write_file(Path(args.output), written, _is_cut, "cut model")
     if cut is model:
         print(f"wrote {args.output}: the model whole, each output takes {MIN_DISTINCT}+ values "

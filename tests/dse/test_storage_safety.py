@@ -7,18 +7,16 @@ The PostgreSQL cases need a server: .ci/run starts one and sets DSE_TEST_POSTGRE
 from __future__ import annotations
 
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import optuna
 import pytest
-from backends import BACKENDS, POSTGRES_URL, needs_postgres, storage_url
+from backends import BACKENDS, POSTGRES_URL, needs_postgres, silent_server, storage_url
 from optuna.trial import TrialState
 from sqlalchemy.engine import make_url
 
@@ -108,34 +106,15 @@ def test_a_request_and_its_tickets_are_recorded_together_or_not_at_all(tmp_path:
 
 
 @pytest.fixture()
-def silent_server() -> Iterator[int]:
-    """A TCP port on 127.0.0.1 that accepts connections and never says a word."""
-    server = socket.create_server(("127.0.0.1", 0), backlog=64)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(server.accept()[0])
-            except TimeoutError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    stop.set()
-    thread.join()
-    for connection in held:
-        connection.close()
-    server.close()
+def silent_port() -> Iterator[int]:
+    with silent_server() as port:
+        yield port
 
 
 def test_a_server_that_accepts_and_never_answers_fails_every_command_in_one_line(
-    silent_server: int, model: Path, tmp_path: Path
+    silent_port: int, model: Path, tmp_path: Path
 ) -> None:
-    url = f"postgresql+psycopg2://dse:s3cret-pw@127.0.0.1:{silent_server}/studies"
+    url = f"postgresql+psycopg2://dse:s3cret-pw@127.0.0.1:{silent_port}/studies"
     commands = {
         "sweep": _sweep(model, url, "s", 1),
         "worker": ["worker", "--storage", url, "--study", "s"],
@@ -157,7 +136,7 @@ def test_a_server_that_accepts_and_never_answers_fails_every_command_in_one_line
         code, _, err = _finish(proc, 60)
         lines = err.strip().splitlines()
         assert code == 2 and len(lines) == 1, (name, err)
-        assert f"127.0.0.1:{silent_server}" in lines[0], lines[0]
+        assert f"127.0.0.1:{silent_port}" in lines[0], lines[0]
         assert "s3cret-pw" not in err and "***" in lines[0], lines[0]
 
 
