@@ -28,6 +28,16 @@ ACCELERATORS: tuple[str, ...] = (
     "ethos-u65-256",
     "ethos-u65-512",
 )
+# Every accelerator Vela 5.2 compiles for (its Accelerator enum, in its order): its C++ core
+# (regor) takes them all, Ethos-U85 included, though the device model above covers U55/U65 only.
+VELA_ACCELERATORS: tuple[str, ...] = (
+    *ACCELERATORS,
+    "ethos-u85-128",
+    "ethos-u85-256",
+    "ethos-u85-512",
+    "ethos-u85-1024",
+    "ethos-u85-2048",
+)
 DEFAULT_VELA_INI = Path(vela_arch.CONFIG_FILES_PATH) / "Arm" / "vela.ini"
 MAX_VELA_INI_BYTES = 1 << 20  # Vela's own vela.ini is 10 KiB
 # Vela's own system configs are named after the family they are for.
@@ -54,6 +64,13 @@ def quiet() -> Iterator[None]:
 def check_accelerator(name: str) -> str:
     if name not in ACCELERATORS:
         raise DeviceConfigError("accelerator config", name, ACCELERATORS)
+    return name
+
+
+def check_vela_accelerator(name: str) -> str:
+    """An accelerator name Vela's own compiler accepts (any of VELA_ACCELERATORS)."""
+    if name not in VELA_ACCELERATORS:
+        raise DeviceConfigError("accelerator config", name, VELA_ACCELERATORS)
     return name
 
 
@@ -138,6 +155,33 @@ def system_arch(
     the arena cache size (the SRAM pool) overriding the memory mode's, as Vela's CLI does.
     A combination Vela refuses, or one the accelerator cannot run, is a VelaConfigError."""
     check_accelerator(accelerator)
+    return _vela_arch(accelerator, system_config, memory_mode, arena_cache_size, config_path)
+
+
+@lru_cache(maxsize=64)
+def check_vela_system(
+    accelerator: str,
+    system_config: str,
+    memory_mode: str,
+    config_path: str | Path = DEFAULT_VELA_INI,
+    arena_cache_size: int | None = None,
+) -> ArchitectureFeatures:
+    """`system_arch` for any accelerator Vela compiles for, Ethos-U85 included (Vela's
+    ArchitectureFeatures reads an Ethos-U85's memory system too; only the legacy core's
+    hardware tables are missing, and the C++ core does not need them). Bad names, a system
+    config of another family, or a combination Vela refuses raise a one-line DeviceConfigError
+    or VelaConfigError listing the valid choices."""
+    check_vela_accelerator(accelerator)
+    return _vela_arch(accelerator, system_config, memory_mode, arena_cache_size, Path(config_path))
+
+
+def _vela_arch(
+    accelerator: str,
+    system_config: str,
+    memory_mode: str,
+    arena_cache_size: int | None,
+    config_path: Path,
+) -> ArchitectureFeatures:
     if system_config not in system_configs(config_path):
         raise DeviceConfigError("system config", system_config, system_configs(config_path))
     if memory_mode not in memory_modes(config_path):

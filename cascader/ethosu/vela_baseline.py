@@ -19,7 +19,7 @@ from ethosu.vela.tensor import TensorAddressMap, create_equivalence_id
 
 from cascader.ethosu.vela_arch import DEFAULT_VELA_INI, check_accelerator, system_arch
 
-__all__ = ["VelaError", "VelaResult", "run_vela"]
+__all__ = ["OPTIMISE", "VelaError", "VelaResult", "captured_output", "run_vela"]
 
 OPTIMISE = ("Performance", "Size")
 
@@ -112,7 +112,7 @@ def run_vela(
             argv += ["--arena-cache-size", str(int(arena_cache_size))]
         if legacy:
             argv.append("--debug-force-legacy-core")
-        with _captured_output() as output:
+        with captured_output() as output:
             try:
                 status = vela.main(argv)
             except SystemExit as exc:
@@ -151,9 +151,10 @@ def run_vela(
 
 
 @contextlib.contextmanager
-def _captured_output() -> Iterator[list[str]]:
+def captured_output() -> Iterator[list[str]]:
     """Vela's summary goes to the stdout it bound at import (a default argument) and to
-    sys.stdout; capture both at the file-descriptor level so none of it reaches ours."""
+    sys.stdout, and its C++ core (regor) to the file descriptors; capture all of it at the
+    file-descriptor level so none of it reaches ours."""
     sys.stdout.flush()
     sys.stderr.flush()
     text: list[str] = []
