@@ -130,6 +130,9 @@ class Estimate:
     chosen_index: int | None = None
     cascader_seconds: float | None = None
     buffer_weights: bool = True  # with the cascader off: see PointConfig
+    # Who made the schedule: this project's cascader, or Vela's own compiler ("vela", whose
+    # `options` are None: it is no cascader schedule).
+    producer: str = "cascader"
 
     @classmethod
     def of_report(
@@ -208,6 +211,7 @@ class Estimate:
             )
         if self.source is not None:
             data.update(source=self.source, scored_by=self.scored_by)
+        data["producer"] = self.producer
         return data
 
     @classmethod
@@ -240,4 +244,5 @@ class Estimate:
             chosen_index=cascader.get("chosen_index", data.get("chosen_index")),
             cascader_seconds=cascader.get("seconds", data.get("cascader_seconds")),
             buffer_weights=cascader.get("buffer_weights", True),
+            producer=data.get("producer", "cascader"),
         )

@@ -50,7 +50,8 @@ def study_cache_stats(study: optuna.Study) -> dict[str, dict[str, int]]:
 
 def describe(stats: dict[str, dict[str, int]]) -> str:
     """'proposals 9/10 hits (90%), scored points 0/10 hits (0%)'."""
-    labels = {"proposals": "proposals", "scores": "proposal scores", "results": "scored points"}
+    labels = {"proposals": "proposals", "scores": "proposal scores", "results": "scored points",
+              "vela compiles": "Vela compiles"}  # fmt: skip
     parts = []
     for name, c in stats.items():
         lookups = c["hits"] + c["misses"]

@@ -16,6 +16,8 @@ from cascader.ethosu.defaults import (
     U55_SYSTEM_CONFIG,
     U65_MEMORY_MODE,
     U65_SYSTEM_CONFIG,
+    U85_MEMORY_MODE,
+    U85_SYSTEM_CONFIG,
 )
 from cascader.ethosu.errors import DeviceConfigError
 from cascader.frontend.errors import ModelError
@@ -100,7 +102,7 @@ def _add_device_options(p: argparse.ArgumentParser, vela_ini_flag: str, kept: st
         "--accelerator-config",
         default=None if kept else DEFAULT_ACCELERATOR,
         metavar="NAME",
-        help="Ethos-U variant, e.g. ethos-u55-128, ethos-u65-256 "
+        help="Ethos-U variant, e.g. ethos-u55-128, ethos-u65-256, ethos-u85-256 "
         f"(default {DEFAULT_ACCELERATOR}){kept}",
     )
     g.add_argument(
@@ -108,13 +110,14 @@ def _add_device_options(p: argparse.ArgumentParser, vela_ini_flag: str, kept: st
         default=None,
         metavar="NAME",
         help=f"vela.ini system config (default {U55_SYSTEM_CONFIG}, {U65_SYSTEM_CONFIG} for "
-        f"U65){kept}",
+        f"U65, {U85_SYSTEM_CONFIG} for U85){kept}",
     )
     g.add_argument(
         "--memory-mode",
         default=None,
         metavar="NAME",
-        help=f"vela.ini memory mode (default {U55_MEMORY_MODE}, {U65_MEMORY_MODE} for U65){kept}",
+        help=f"vela.ini memory mode (default {U55_MEMORY_MODE}, {U65_MEMORY_MODE} for U65, "
+        f"{U85_MEMORY_MODE} for U85){kept}",
     )
     g.add_argument(
         vela_ini_flag,
@@ -199,9 +202,22 @@ def build_parser() -> argparse.ArgumentParser:
         help_text = f"pool range (default {format_size(default)}){kept}"
         p.add_argument(flag, type=_size, default=None, metavar="SIZE", help=help_text)
     p.add_argument("--trials", type=_TRIALS, default=50, metavar="N")
-    p.add_argument("--jobs", type=_JOBS, default=1, metavar="N", help="processes")
+    p.add_argument(
+        "--jobs",
+        type=_JOBS,
+        default=1,
+        metavar="N",
+        help="score points in N processes (this one samples every trial; default 1)",
+    )
     p.add_argument("--storage", default=None, metavar="URL", help="Optuna storage URL")
     p.add_argument("--study", default=None, metavar="NAME")
+    p.add_argument(
+        "--producers",
+        default=None,
+        metavar="LIST",
+        help="who makes the schedules: cascader, vela (Vela's own compiler) or cascader,vela "
+        f"(the front is then their union; default cascader, vela on Ethos-U85){kept}",
+    )
     p.add_argument(
         "--sampler",
         choices=("default", "nsga2", "tpe", "grid"),
@@ -215,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="seed the sampler: the same seed, study and trials give the same trials "
-        "(in one process; with --jobs, process k draws from seed N+k)",
+        "(with --jobs 1; with more, points finish in varying order and the sampler sees them so)",
     )
     p.add_argument(
         "--objectives",

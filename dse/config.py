@@ -11,6 +11,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from cascader.ethosu.vela_compiler import VelaOptions
 from cascader.ir.units import ALIGN, align
 from dse.config_schema import CONFIG_FORMAT, CONFIG_SCHEMA, CONFIG_VERSION, schema_errors
 from dse.database import shown_url
@@ -114,6 +115,12 @@ VELA_NOTE = (
 )
 
 
+VELA_POINT_NOTE = (
+    "This point is Vela's own schedule: vela_flags (with your model and --output-dir) rebuild "
+    "it, and `dse compile --config` writes the same <model>_vela.tflite."
+)
+
+
 def _vela_ini_snippet(settings: StudySettings, point: DesignPoint) -> str:
     section = f"{settings.memory_mode}_dse"
     return (
@@ -141,6 +148,23 @@ def _vela_flags(settings: StudySettings, point: DesignPoint) -> list[str]:
     ]
 
 
+def vela_options(settings: StudySettings, point: DesignPoint) -> VelaOptions:
+    """The Vela compile that rebuilds a `vela` point."""
+    return point.vela_options(settings.accelerator, settings.system_config,
+                              settings.memory_mode, settings.vela_config)  # fmt: skip
+
+
+def _vela_point(settings: StudySettings, point: DesignPoint) -> dict:
+    """A `vela` point's own choices and the `vela` command that rebuilds it (into `out`)."""
+    command = vela_options(settings, point).command_line(settings.source_path, "out")
+    return {
+        "optimise": point.vela_optimise,
+        "disabled": list(point.vela_disabled),
+        "tensor_allocator": point.vela_allocator,
+        "command_line": command,
+    }
+
+
 def pool_within(study: optuna.Study, trial: FrozenTrial, budget: int) -> int:
     """The pool to export for a trial picked within `budget` bytes of SRAM: its own when that
     is within the budget, else the smallest of (the SRAM its schedule uses, the budget) at
@@ -152,6 +176,12 @@ def pool_within(study: optuna.Study, trial: FrozenTrial, budget: int) -> int:
         return pool
     settings = load_settings(study)
     point = DesignPoint(**trial.user_attrs["config"])
+    if point.producer == "vela":
+        raise NothingFits(
+            f"trial {trial.number} is Vela's schedule at an arena size limit of "
+            f"{format_size(pool)}, above {format_size(budget)}; another limit is another "
+            f"schedule: export it with --trial {trial.number} or pick a larger budget"
+        )
     candidates = sorted({align(_metrics(trial)[0]), align_down(budget)})
     if settings.source_kind == "graph":
         evaluate = make_evaluator(settings)
@@ -196,6 +226,7 @@ def build_config(
     if pool is not None:
         point = replace(point, sram_pool_bytes=pool)
     metrics = trial.user_attrs["metrics"]
+    vela = point.producer == "vela"
     config = {
         "format": CONFIG_FORMAT,
         "version": CONFIG_VERSION,
@@ -209,11 +240,13 @@ def build_config(
         "memory_mode": settings.memory_mode,
         "vela_config": settings.vela_config,
         "sram_pool_bytes": point.sram_pool_bytes,
+        "producer": point.producer,
+        **({"vela": _vela_point(settings, point)} if vela else {}),
         "cascader": {
-            "enabled": point.enable_cascader,
+            "enabled": point.enable_cascader and not vela,
             "options": point.cascader_options(),
             "proposal_region_bytes": max(settings.sram_max, point.sram_pool_bytes),
-            **({} if point.enable_cascader else {"buffer_weights": point.buffer_weights}),
+            **({} if point.enable_cascader or vela else {"buffer_weights": point.buffer_weights}),
         },
         "predicted": {
             "total_cycles": round(metrics["total_cycles"]),
@@ -229,8 +262,12 @@ def build_config(
         "snippets": {
             "tvm": _tvm_snippet(settings, point),
             "vela_ini": _vela_ini_snippet(settings, point),
-            "vela_flags": _vela_flags(settings, point),
-            "vela_note": VELA_NOTE,
+            "vela_flags": (
+                _vela_point(settings, point)["command_line"][2:-2]
+                if vela
+                else _vela_flags(settings, point)
+            ),
+            "vela_note": VELA_POINT_NOTE if vela else VELA_NOTE,
         },
     }
     errors = schema_errors(config, CONFIG_SCHEMA)

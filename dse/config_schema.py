@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from cascader.core import options
+from cascader.ethosu.vela_compiler import ALLOCATORS, FEATURES, OPTIMISE
 
 CONFIG_FORMAT = "cascader-dse-config"
 CONFIG_VERSION = 1
@@ -98,6 +99,20 @@ CONFIG_SCHEMA: dict[str, Any] = {
                 "proposal_region_bytes": _POOL,
                 # With the cascader off (absent: True, as before it was a choice).
                 "buffer_weights": {"type": "boolean"},
+            },
+        },
+        # Who made the point's schedule (absent: the cascader, as before Vela was a producer);
+        # a `vela` point is rebuilt by Vela's compiler with the options under "vela".
+        "producer": {"enum": ["cascader", "vela"]},
+        "vela": {
+            "type": "object",
+            "required": ["optimise", "disabled", "tensor_allocator", "command_line"],
+            "additionalProperties": False,
+            "properties": {
+                "optimise": {"enum": list(OPTIMISE)},
+                "disabled": {"type": "array", "items": {"enum": list(FEATURES)}},
+                "tensor_allocator": {"enum": list(ALLOCATORS)},
+                "command_line": {"type": "array", "items": {"type": "string"}},
             },
         },
         "predicted": {

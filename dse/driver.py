@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-import multiprocessing
-import time
-from collections.abc import Callable
 from dataclasses import replace
 
 import optuna
-from optuna.trial import TrialState
 from tqdm import tqdm
 
 from cascader.ir.units import align
-from dse.cache_stats import record
-from dse.collector import after_evaluation, before_exit
+from dse.collector import after_evaluation
+from dse.coordinator import StudyRun, run_studies, study_run
 from dse.front import front_progress, pareto_front
-from dse.objective import Evaluator, make_objective
-from dse.refine import with_front_steps
-from dse.space import SRAM_ALIGN, SearchSpace
-from dse.study import StudySettings, load_settings, open_storage
-from dse.tickets import completed_trials, issue, run_issued
+from dse.objective import Evaluator
+from dse.scoring_pool import ScoringPool
+from dse.space import SearchSpace
+from dse.study import StudySettings, load_settings
+from dse.tickets import issue
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -47,7 +43,10 @@ def make_sampler(name: str, seed: int | None = None) -> optuna.samplers.BaseSamp
 
 def space_of(settings: StudySettings) -> SearchSpace:
     return SearchSpace(
-        settings.sram_min, settings.sram_max, cascader_optional=settings.source_kind == "model"
+        settings.sram_min,
+        settings.sram_max,
+        cascader_optional=settings.source_kind == "model",
+        producers=settings.producers,
     )
 
 
@@ -77,88 +76,48 @@ def issue_trials(
     study: optuna.Study, n_trials: int, by: str, evaluate: Evaluator | None = None
 ) -> int:
     """Enqueue this command's share of trials: for a grid study, unvisited grid points; for a
-    new study, seed points first: with `evaluate`, each seed kind at its floor (see
-    floor_seeds), then points spread over the pool range (see SearchSpace.seed_points)."""
+    new study, seed points first: Vela's compiler at its own dense-sweep arena sizes (up to
+    half the trials; SearchSpace.vela_seeds), then with `evaluate`, each cascader seed kind
+    at its floor (see floor_seeds), then points spread over the pool range (see
+    SearchSpace.seed_points)."""
     settings = load_settings(study)
     space = space_of(settings)
     if settings.sampler == "grid":
         return issue(study, n_trials, space.grid_points(), by)
     new = not study.trials
+    seeds = space.vela_seeds()[: n_trials // 2] if new else []
     count = n_trials // SEED_SHARE if new else 0
-    seeds, floors = floor_seeds(space, evaluate, count) if evaluate is not None else ([], [])
-    spine = max(count - len(seeds), n_trials // SPINE_SHARE if new else 0)
+    kinds, floors = floor_seeds(space, evaluate, count) if evaluate is not None else ([], [])
+    seeds += kinds
+    spine = max(count - len(kinds), n_trials // SPINE_SHARE if new else 0)
     seeds += [p for p in space.seed_points(spine, floors) if p not in seeds]
     return issue(study, n_trials, None, by, seeds)
 
 
-def run_trials(
-    study: optuna.Study, evaluate: Evaluator, total: int, progress: bool, seed: int | None = None
+def run_sweep(
+    study: optuna.Study,
+    total: int,
+    pool: ScoringPool,
+    progress: bool,
+    seed: int | None = None,
+    sole_asker: bool = True,
 ) -> int:
-    """Run issued trials here until none is left; returns how many this process completed."""
+    """Run the study's issued trials from this process, scored by `pool` (see
+    dse.coordinator); the bar follows the front. Returns how many this run completed.
+    `sole_asker`: no other process runs trials of the study now (`dse worker` cannot know)."""
     settings = load_settings(study)
     space = space_of(settings)
-    if settings.sampler != "grid":
-        base = make_sampler(settings.sampler, seed) or study.sampler
-        study.sampler = with_front_steps(base, space.low // SRAM_ALIGN, space.high // SRAM_ALIGN)
-    objective = make_objective(settings, space, evaluate)
-    done = 0
+    sampler = make_sampler(settings.sampler, seed) if settings.sampler != "grid" else None
+    run = study_run(study, settings, space, sampler, sole_asker)
     front = pareto_front(study) if progress else []
+    with tqdm(total=total, disable=not progress, unit="trial", leave=False) as bar:
 
-    def count(_study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        nonlocal done, front
-        if trial.state == TrialState.COMPLETE:
-            done += 1
+        def count(_run: StudyRun, trial: optuna.trial.FrozenTrial) -> None:
+            nonlocal front
             if progress:
                 front = pareto_front(study, [*front, trial])
                 bar.set_postfix_str(front_progress(front), refresh=False)
             bar.update(1)
 
-    with tqdm(total=total, disable=not progress, unit="trial", leave=False) as bar:
-        try:
-            run_issued(study, objective, [count])
-        finally:
-            record(study, getattr(evaluate, "cache", {}))
-    return done
-
-
-def _worker_main(
-    storage_url: str, study_name: str, make_evaluator: Callable, seed: int | None
-) -> None:
-    """A `--jobs` process: it ends when its trials do, and the sweep waits for it, so it
-    leaves as the `dse` script does (`dse.collector.before_exit`)."""
-    study = optuna.load_study(study_name=study_name, storage=open_storage(storage_url))
-    run_trials(study, make_evaluator(load_settings(study)), 0, progress=False, seed=seed)
-    before_exit()
-
-
-def run_parallel(
-    storage_url: str,
-    study: optuna.Study,
-    total: int,
-    jobs: int,
-    make_evaluator: Callable[[StudySettings], Evaluator],
-    progress: bool,
-    seed: int | None = None,
-) -> None:
-    """Run the issued trials in `jobs` processes sharing the storage; the bar follows it.
-    With a seed, process k seeds its sampler with seed + k (the same seed in every process
-    would draw the same points)."""
-    ctx = multiprocessing.get_context("spawn")
-    start = len(completed_trials(study))
-    seeds = [None if seed is None else seed + k for k in range(jobs)]
-    procs = [
-        ctx.Process(target=_worker_main, args=(storage_url, study.study_name, make_evaluator, s))
-        for s in seeds
-    ]
-    for proc in procs:
-        proc.start()
-    with tqdm(total=total, disable=not progress, unit="trial", leave=False) as bar:
-        while any(p.is_alive() for p in procs):
-            time.sleep(0.5)
-            finished = min(total, len(completed_trials(study)) - start)
-            if progress and finished != bar.n:
-                bar.set_postfix_str(front_progress(pareto_front(study)), refresh=False)
-            bar.update(finished - bar.n)
-    failed = [p.exitcode for p in procs if p.exitcode != 0]
-    if failed:
-        raise RuntimeError(f"{len(failed)} worker process(es) failed (exit codes {failed})")
+        run_studies([run], pool, on_done=count)
+    return run.done

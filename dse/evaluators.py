@@ -14,6 +14,7 @@ from dse.graph_evaluator import graph_evaluator
 from dse.objective import Evaluator
 from dse.space import DesignPoint
 from dse.study import StudySettings, source_sha256
+from dse.vela_evaluator import VelaEvaluator
 
 
 def source_file(settings: StudySettings) -> Path:
@@ -104,8 +105,31 @@ def model_session(settings: StudySettings):
     return ModelEvaluator(settings, source_file(settings)).session
 
 
+class ProducerEvaluator:
+    """Scores each point with its producer's evaluator (a study of both producers)."""
+
+    def __init__(self, by_producer: dict[str, Evaluator]) -> None:
+        self.by_producer = by_producer
+
+    @property
+    def cache(self) -> dict[str, CacheCounter]:
+        return {
+            name: counter
+            for evaluate in self.by_producer.values()
+            for name, counter in getattr(evaluate, "cache", {}).items()
+        }
+
+    def __call__(self, point: DesignPoint) -> Estimate:
+        return self.by_producer[point.producer](point)
+
+
 def make_evaluator(settings: StudySettings) -> Evaluator:
+    """The study's evaluator: of its graph, or of its model with each of its producers."""
     path = source_file(settings)
     if settings.source_kind == "graph":
         return graph_evaluator(path)
-    return ModelEvaluator(settings, path)
+    makers = {"cascader": ModelEvaluator, "vela": VelaEvaluator}
+    by_producer = {name: makers[name](settings, path) for name in settings.producers}
+    if len(by_producer) == 1:
+        return next(iter(by_producer.values()))
+    return ProducerEvaluator(by_producer)

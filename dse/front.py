@@ -63,12 +63,13 @@ def front_rows(trials: list[optuna.trial.FrozenTrial]) -> list[dict]:
 def format_front(rows: list[dict]) -> str:
     header = (
         f"{'trial':>5}  {'SRAM used':>11}  {'pool':>11}  {'cycles':>12}  "
-        f"{'time (ms)':>9}  {'striping':>8}  options"
+        f"{'time (ms)':>9}  {'producer':>8}  {'striping':>8}  options"
     )
     lines = [header, "-" * len(header)]
     for row in rows:
         cfg = row["config"]
-        cascaded = cfg.get("enable_cascader", True)
+        producer = cfg.get("producer", "cascader")
+        cascaded = cfg.get("enable_cascader", True) and producer == "cascader"
         striping = (
             "-"
             if not cascaded
@@ -82,6 +83,8 @@ def format_front(rows: list[dict]) -> str:
             f"mp={cfg['max_proposals']} acs={cfg['always_copy_size']}"
             f"{' cost=vela' if cfg.get('cost_model') == 'vela' else ''}"
             if cascaded
+            else vela_choices(cfg)
+            if producer == "vela"
             else "cascader off"
             if cfg.get("buffer_weights", True)
             else "cascader off, weights in place"
@@ -89,7 +92,17 @@ def format_front(rows: list[dict]) -> str:
         lines.append(
             f"{row['trial']:>5}  {format_size(row['sram_used_bytes']):>11}  "
             f"{format_size(cfg['sram_pool_bytes']):>11}  {round(row['total_cycles']):>12,}  "
-            f"{(f'{time_ms * 1e3:.3f}' if time_ms is not None else '-'):>9}  {striping:>8}  "
+            f"{(f'{time_ms * 1e3:.3f}' if time_ms is not None else '-'):>9}  {producer:>8}  "
+            f"{striping:>8}  "
             f"{options}"
         )
     return "\n".join(lines)
+
+
+def vela_choices(config: dict) -> str:
+    """A `vela` point's choices as Vela's own flags name them."""
+    flags = [f"--optimise {config['vela_optimise']}"]
+    flags += [f"no {feature}" for feature in config["vela_disabled"]]
+    if config["vela_allocator"] != "HillClimb":
+        flags.append(f"--tensor-allocator {config['vela_allocator']}")
+    return ", ".join(flags)

@@ -53,28 +53,28 @@ def objective_values(estimate: Estimate, objectives: tuple[str, ...]) -> list[fl
     return [pick[name] for name in objectives]
 
 
-def make_objective(
-    settings: StudySettings, space: SearchSpace, evaluate: Evaluator
-) -> Callable[[optuna.Trial], list[float]]:
-    """A point that does not fit its pool is still a completed trial, with a positive
-    constraint value (how far over the pool it is): samplers learn from it, fronts skip it."""
-    versions = tool_versions()
-    worker = worker_id()
+class TrialRecorder:
+    """What a trial stores: its point before the point is scored (a retry of a killed
+    worker's trial runs the same point), its results after, each in one transaction. A
+    point that does not fit its pool is still a completed trial, with a positive constraint
+    value (how far over the pool it is): samplers learn from it, fronts skip it."""
 
-    def objective(trial: optuna.Trial) -> list[float]:
-        # The point is stored before it is evaluated (a retry of a killed worker's trial
-        # runs the same point), its results after, each in one transaction.
-        storage = ticket_storage(trial.study)
-        with storage.batched(trial._trial_id):
-            trial.set_user_attr("worker", worker)
-            point = space.suggest(trial)
-        estimate = evaluate(point)
-        with storage.batched(trial._trial_id):
+    def __init__(self, settings: StudySettings, space: SearchSpace) -> None:
+        self.settings = settings
+        self.space = space
+        self.versions = tool_versions()
+        self.worker = worker_id()
+
+    def start(self, trial: optuna.Trial) -> DesignPoint:
+        with ticket_storage(trial.study).batched(trial._trial_id):
+            trial.set_user_attr("worker", self.worker)
+            return self.space.suggest(trial)
+
+    def finish(self, trial: optuna.Trial, point: DesignPoint, estimate: Estimate) -> list[float]:
+        with ticket_storage(trial.study).batched(trial._trial_id):
             trial.set_constraint(FEASIBILITY, overflow_kib(estimate, point.sram_pool_bytes))
             trial.set_user_attr("config", point.to_json())
             trial.set_user_attr("metrics", estimate.to_json())
-            trial.set_user_attr("model_sha256", settings.source_sha256)
-            trial.set_user_attr("versions", versions)
-        return objective_values(estimate, settings.objectives)
-
-    return objective
+            trial.set_user_attr("model_sha256", self.settings.source_sha256)
+            trial.set_user_attr("versions", self.versions)
+        return objective_values(estimate, self.settings.objectives)

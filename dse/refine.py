@@ -190,18 +190,20 @@ def gap_probes(
 
 
 def next_step(
-    study: Study, trial: FrozenTrial, low_units: int, high_units: int
+    study: Study, trial: FrozenTrial, low_units: int, high_units: int, sole_asker: bool = False
 ) -> tuple[str, int, dict[str, Any]] | None:
     """The refinement no trial has taken yet into the front's largest gap: a step from a
     point near the front (ties: the smaller SRAM, down before up) or, on a tie after the
     steps, a gap probe (`gap_probes`); with the system attr that marks it (STEP_OF or
     PROBE_OF) and its origin trial. None while another trial runs: a trial is RUNNING
     before its sampler is asked, so of two processes choosing at once the later one sees
-    the other and leaves the refinements alone, and none is ever taken twice."""
+    the other and leaves the refinements alone, and none is ever taken twice. A
+    `sole_asker` (the one process asking every trial of the study, dse.coordinator) steps
+    while its own trials are scored: their parameters are stored before the next ask."""
     trials = study.get_trials(deepcopy=False, states=_TAKEN)
     taken = set()
     for t in trials:
-        if t.state == TrialState.RUNNING and t.number != trial.number:
+        if t.state == TrialState.RUNNING and t.number != trial.number and not sole_asker:
             return None
         params = t.system_attrs.get("fixed_params") or t.params
         taken.add(_params_key(params))
@@ -255,14 +257,17 @@ class FrontStepSampler(BaseSampler):
     wrapped sampler's, with pools below the study's floor moved above it (`above_floor`).
     Trials with fixed parameters (seeds, grid points, retries) are left alone."""
 
-    def __init__(self, base: BaseSampler, low_units: int, high_units: int) -> None:
+    def __init__(
+        self, base: BaseSampler, low_units: int, high_units: int, sole_asker: bool = False
+    ) -> None:
         self.base = base
         self.low_units = low_units
         self.high_units = high_units
+        self.sole_asker = sole_asker
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
         if not trial.system_attrs.get("fixed_params") and trial.number % STEP_CYCLE:
-            found = next_step(study, trial, self.low_units, self.high_units)
+            found = next_step(study, trial, self.low_units, self.high_units, self.sole_asker)
             if found is not None:
                 attr, origin, params = found
                 # optuna.Trial reads the fixed parameters right after this hook, from the same
@@ -310,8 +315,10 @@ class FrontStepSampler(BaseSampler):
         self.base.reseed_rng()
 
 
-def with_front_steps(sampler: BaseSampler, low_units: int, high_units: int) -> FrontStepSampler:
+def with_front_steps(
+    sampler: BaseSampler, low_units: int, high_units: int, sole_asker: bool = False
+) -> FrontStepSampler:
     """`sampler` with front refinement (once: a continued study's sampler may have it)."""
     if isinstance(sampler, FrontStepSampler):
         sampler = sampler.base
-    return FrontStepSampler(sampler, low_units, high_units)
+    return FrontStepSampler(sampler, low_units, high_units, sole_asker)

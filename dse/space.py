@@ -10,6 +10,7 @@ import optuna
 
 from cascader.core.options import COST_MODELS
 from cascader.ethosu.defaults import POINT_OPTIONS
+from cascader.ethosu.vela_compiler import ALLOCATORS, FEATURES, OPTIMISE, VelaOptions
 from cascader.ir.units import ALIGN
 from cascader.point import PointConfig
 from dse.errors import BadInput
@@ -20,6 +21,13 @@ STRIPE_FACTORS = (2, 3, 4, 5, 6, 8)
 MAX_PLAN_SIZES = (2, 4, 6, 8, 10, 14)
 MAX_PROPOSALS = (16, 32, 64, 128)
 ALWAYS_COPY_SIZES = (0, 256, 1024, 4096, 16384, 65536, 262144, 1048576)
+# Who makes a point's schedule: this project's cascader (scored by Vela's performance model)
+# or Vela's own compiler (its C++ core, scored by its own performance report).
+PRODUCERS = ("cascader", "vela")
+# The arena sizes of Vela's own dense sweeps (../shared/baselines): 16 KiB to 4 MiB in steps
+# of 1.5x and 4/3x; a study's `vela` seeds are these, so its front holds every such point.
+VELA_LADDER = tuple(k * 1024 for k in (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768,
+                                       1024, 1536, 2048, 3072, 4096))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -38,14 +46,32 @@ class DesignPoint:
     # With the cascader off: copy weights into SRAM where Vela's scheduler would, or read
     # them all in place (the smallest layer-by-layer schedule). Cascaded points keep True.
     buffer_weights: bool = True
+    # A `vela` point is Vela's compiler with the pool as its arena size limit and these
+    # options; the cascader's fields above keep their defaults there.
+    producer: str = "cascader"
+    vela_optimise: str = "Performance"
+    vela_disabled: tuple[str, ...] = ()
+    vela_allocator: str = ALLOCATORS[0]
+
+    def __post_init__(self) -> None:
+        # A stored point's JSON gives a list; points are keys of memo tables.
+        object.__setattr__(self, "vela_disabled", tuple(self.vela_disabled))
 
     def cascader_options(self) -> dict[str, int | bool]:
-        """The cascader options of this point (everything but the pool size, the switch and
-        the layer-by-layer weight buffering; a point with the cascader off keeps them at
-        their defaults)."""
+        """The cascader options of this point (everything but the pool size, the switch, the
+        layer-by-layer weight buffering and the producer's; a point with the cascader off or
+        of another producer keeps them at their defaults)."""
         options = asdict(self)
-        del options["sram_pool_bytes"], options["enable_cascader"], options["buffer_weights"]
+        for name in _NOT_CASCADER_OPTIONS:
+            del options[name]
         return options
+
+    def vela_options(self, accelerator: str, system_config: str, memory_mode: str,
+                     config_path: str | None) -> VelaOptions:  # fmt: skip
+        """The Vela compile of a `vela` point on the device."""
+        return VelaOptions(accelerator, system_config, memory_mode, config_path,
+                           self.vela_optimise, self.sram_pool_bytes, self.vela_disabled,
+                           self.vela_allocator)  # fmt: skip
 
     def config(self, proposal_region_bytes: int | None = None) -> PointConfig:
         """The point as the pipeline schedules it, its proposals generated for a cascade
@@ -57,8 +83,14 @@ class DesignPoint:
             self.sram_pool_bytes, options, proposal_region_bytes, self.buffer_weights
         )
 
-    def to_json(self) -> dict[str, int | bool]:
-        return asdict(self)
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["vela_disabled"] = list(self.vela_disabled)
+        return data
+
+
+_NOT_CASCADER_OPTIONS = ("sram_pool_bytes", "enable_cascader", "buffer_weights", "producer",
+                         "vela_optimise", "vela_disabled", "vela_allocator")  # fmt: skip
 
 
 # The options of the smallest schedules (pool size 0): stripes tiled over every axis keep
@@ -89,6 +121,8 @@ class SearchSpace:
     # buffered as Vela does): the point that wins when the whole network fits. Graph studies
     # only have the cascader.
     cascader_optional: bool = False
+    # Who may make a point's schedule (PRODUCERS); Ethos-U85 has only Vela's compiler.
+    producers: tuple[str, ...] = ("cascader",)
 
     def __post_init__(self) -> None:
         if self.sram_min > self.sram_max:
@@ -111,10 +145,35 @@ class SearchSpace:
         return align_down(self.sram_max)
 
     def suggest(self, trial: optuna.trial.BaseTrial) -> DesignPoint:
-        """Ask the trial for a point; the pool is drawn in 16-byte units so it stays aligned."""
+        """Ask the trial for a point; the pool is drawn in 16-byte units so it stays aligned.
+        Every parameter of the study's producers is asked for, whichever produces the point
+        (as for the cascader's options with the cascader off, below)."""
         units = trial.suggest_int(
             "sram_units", self.low // SRAM_ALIGN, self.high // SRAM_ALIGN, log=True
         )
+        producer = (
+            trial.suggest_categorical("producer", list(self.producers))
+            if len(self.producers) > 1
+            else self.producers[0]
+        )
+        if "vela" in self.producers:
+            vela = DesignPoint(
+                units * SRAM_ALIGN,
+                producer="vela",
+                vela_optimise=trial.suggest_categorical("vela_optimise", list(OPTIMISE)),
+                vela_disabled=tuple(
+                    f for f in FEATURES
+                    if trial.suggest_categorical(f"vela_disable_{f.lower()}", [False, True])
+                ),
+                vela_allocator=trial.suggest_categorical("vela_allocator", list(ALLOCATORS)),
+            )  # fmt: skip
+            if producer == "vela" or "cascader" not in self.producers:
+                if "cascader" in self.producers:
+                    self._suggest_cascader(trial, units)  # the same space for every trial
+                return vela
+        return self._suggest_cascader(trial, units)
+
+    def _suggest_cascader(self, trial: optuna.trial.BaseTrial, units: int) -> DesignPoint:
         enabled = (
             trial.suggest_categorical("enable_cascader", [True, False])
             if self.cascader_optional
@@ -164,13 +223,32 @@ class SearchSpace:
 
     def params_of(self, point: DesignPoint) -> dict:
         """The trial parameters that make the sampler produce `point`."""
-        params = {"sram_units": point.sram_pool_bytes // SRAM_ALIGN, **point.cascader_options()}
+        params: dict = {"sram_units": point.sram_pool_bytes // SRAM_ALIGN}
+        if len(self.producers) > 1:
+            params["producer"] = point.producer
+        if "vela" in self.producers:
+            params["vela_optimise"] = point.vela_optimise
+            params |= {f"vela_disable_{f.lower()}": f in point.vela_disabled for f in FEATURES}
+            params["vela_allocator"] = point.vela_allocator
+        if "cascader" not in self.producers:
+            return params
+        params |= point.cascader_options()
         if self.cascader_optional:
             params["enable_cascader"] = point.enable_cascader
             params["buffer_weights"] = point.buffer_weights
         else:
             del params["cost_model"]
         return params
+
+    def vela_seeds(self) -> list[dict]:
+        """Vela's own compiler at every arena size of its dense sweeps within the pool range
+        (VELA_LADDER), then with `--optimise Size` at the largest pool; none without it."""
+        if "vela" not in self.producers:
+            return []
+        ladder = [size for size in VELA_LADDER if self.low <= size <= self.high]
+        points = [DesignPoint(size, producer="vela") for size in ladder]
+        points.append(DesignPoint(self.high, producer="vela", vela_optimise="Size"))
+        return [self.params_of(point) for point in points]
 
     def seed_kinds(self) -> list[DesignPoint]:
         """The option sets seeds cycle through (pool size 0), in order of use: the cascader's
@@ -187,6 +265,8 @@ class SearchSpace:
         schedules beat Vela's 353.5 KiB points, on vww_mobilenet_v1_025 the original's its
         48 KiB ones."""
         copy_all = ALWAYS_COPY_SIZES[-1]
+        if "cascader" not in self.producers:
+            return []
         if not self.cascader_optional:
             return [DesignPoint(0), DesignPoint(0, always_copy_size=copy_all), SMALLEST,
                     DesignPoint(0, always_copy_size=0)]  # fmt: skip
@@ -216,6 +296,8 @@ class SearchSpace:
                 {ladder[round(i * (len(ladder) - 1) / (count - 1))] for i in range(count)}
             )
         kinds = self.seed_kinds()
+        if not kinds:
+            return []
         seeds = []
         for i, size in enumerate(picks):
             turn = [(i + k) % len(kinds) for k in range(len(kinds))]
@@ -228,15 +310,20 @@ class SearchSpace:
 
     def grid_points(self) -> list[dict]:
         """A small exhaustive grid: the striping switches x the pool ladder, other options at
-        their defaults, and for models the ladder without the cascader too. Pools vary
-        fastest, so a study cut short still spans the SRAM range."""
-        kinds = [
-            DesignPoint(0, enable_striping=striping, enable_multi_dimensional_striping=multi)
-            for striping in (True, False)
-            for multi in (False, True)
-        ]
-        if self.cascader_optional:
-            kinds.append(DesignPoint(0, enable_cascader=False))
+        their defaults, for models the ladder without the cascader too, and Vela's compiler
+        with its defaults. Pools vary fastest, so a study cut short still spans the SRAM
+        range."""
+        kinds = []
+        if "cascader" in self.producers:
+            kinds = [
+                DesignPoint(0, enable_striping=striping, enable_multi_dimensional_striping=multi)
+                for striping in (True, False)
+                for multi in (False, True)
+            ]
+            if self.cascader_optional:
+                kinds.append(DesignPoint(0, enable_cascader=False))
+        if "vela" in self.producers:
+            kinds.append(DesignPoint(0, producer="vela"))
         return [
             self.params_of(replace(kind, sram_pool_bytes=size))
             for kind in kinds

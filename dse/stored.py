@@ -19,13 +19,15 @@ import sqlalchemy
 from optuna.trial import TrialState
 
 from cascader.core.options import COST_MODELS
-from cascader.ethosu.vela_arch import ACCELERATORS
+from cascader.ethosu.vela_arch import VELA_ACCELERATORS
+from cascader.ethosu.vela_compiler import ALLOCATORS, FEATURES, OPTIMISE
 from dse.config_schema import MAX_COUNT, MAX_POOL_BYTES, OPTION_RANGES, schema_errors
 from dse.errors import BadInput
 from dse.space import (
     ALWAYS_COPY_SIZES,
     MAX_PLAN_SIZES,
     MAX_PROPOSALS,
+    PRODUCERS,
     SRAM_ALIGN,
     STRIPE_FACTORS,
     DesignPoint,
@@ -66,7 +68,7 @@ SETTINGS_SCHEMA: dict[str, Any] = {
         "source_kind": {"enum": ["model", "graph"]},
         "source_path": _NAME,
         "source_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
-        "accelerator": {"enum": list(ACCELERATORS)},
+        "accelerator": {"enum": list(VELA_ACCELERATORS)},
         "system_config": _NAME,
         "memory_mode": _NAME,
         "vela_config": _MAYBE_NAME,
@@ -74,16 +76,21 @@ SETTINGS_SCHEMA: dict[str, Any] = {
         "sram_max": {**_POOL, "minimum": 1},
         "objectives": {"type": "array", "items": {"enum": ["cycles", "sram", "offchip"]}},
         "sampler": {"enum": ["default", "nsga2", "tpe", "grid"]},
+        "producers": {"type": "array", "items": {"enum": list(PRODUCERS)}},
     },
 }
 _OPTION_SCHEMAS = {
     name: {"type": "integer", "minimum": low, "maximum": high}
     for name, (low, high) in OPTION_RANGES.items()
 }
+_FIRST_POINT_FIELDS = ("sram_pool_bytes", "enable_cascader", "enable_striping",
+                       "enable_multi_dimensional_striping", *OPTION_RANGES,
+                       "cost_model")  # fmt: skip
 POINT_SCHEMA: dict[str, Any] = {
     "type": "object",
-    # Configs stored before the cascader-off weight buffering was a choice lack it.
-    "required": [f.name for f in fields(DesignPoint) if f.name != "buffer_weights"],
+    # Configs stored before the cascader-off weight buffering or the producers were choices
+    # lack them.
+    "required": [f.name for f in fields(DesignPoint) if f.name in _FIRST_POINT_FIELDS],
     "additionalProperties": False,
     "properties": {
         "sram_pool_bytes": _POOL,
@@ -93,6 +100,10 @@ POINT_SCHEMA: dict[str, Any] = {
         "buffer_weights": _FLAG,
         **_OPTION_SCHEMAS,
         "cost_model": {"enum": list(COST_MODELS)},
+        "producer": {"enum": list(PRODUCERS)},
+        "vela_optimise": {"enum": list(OPTIMISE)},
+        "vela_disabled": {"type": "array", "items": {"enum": list(FEATURES)}},
+        "vela_allocator": {"enum": list(ALLOCATORS)},
     },
 }
 _OP_SCHEMA = {
@@ -127,6 +138,7 @@ METRICS_SCHEMA: dict[str, Any] = {
         "host_ops": {"type": "array", "items": {"type": "string"}},
         "ops": {"type": "array", "items": _OP_SCHEMA},
         "scored_by": {"type": "string"},
+        "producer": {"enum": list(PRODUCERS)},
     },
 }
 _REQUEST_SCHEMA = {
@@ -140,7 +152,7 @@ _CACHE_SCHEMA = {
     "properties": {
         name: {"type": "object", "required": ["hits", "misses"],
                "properties": {"hits": _BYTES, "misses": _BYTES}}
-        for name in ("proposals", "scores", "results")
+        for name in ("proposals", "scores", "results", "vela compiles")
     },
 }  # fmt: skip
 _VELA_SCHEMA = {
@@ -171,6 +183,10 @@ _TICKET_SCHEMA = {
         "always_copy_size": {"enum": list(ALWAYS_COPY_SIZES)},
         "cost_model": {"enum": list(COST_MODELS)},
         "buffer_weights": _FLAG,
+        "producer": {"enum": list(PRODUCERS)},
+        "vela_optimise": {"enum": list(OPTIMISE)},
+        **{f"vela_disable_{feature.lower()}": _FLAG for feature in FEATURES},
+        "vela_allocator": {"enum": list(ALLOCATORS)},
     },
 }
 

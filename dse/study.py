@@ -79,15 +79,25 @@ class StudySettings:
     sram_max: int
     objectives: tuple[str, ...]
     sampler: str
+    # Who makes the points (dse.space.PRODUCERS); studies made before Vela's compiler was a
+    # producer have only the cascader.
+    producers: tuple[str, ...] = ("cascader",)
 
     def to_json(self) -> dict:
         data = asdict(self)
         data["objectives"] = list(self.objectives)
+        data["producers"] = list(self.producers)
         return data
 
     @classmethod
     def from_json(cls, data: dict) -> StudySettings:
-        return cls(**{**data, "objectives": tuple(data["objectives"])})
+        return cls(
+            **{
+                **data,
+                "objectives": tuple(data["objectives"]),
+                "producers": tuple(data.get("producers", ("cascader",))),
+            }
+        )
 
 
 def parse_objectives(text: str) -> tuple[str, ...]:
@@ -539,13 +549,14 @@ _KEPT_FLAGS = {
     "sram_min": "--sram-min",
     "sram_max": "--sram-max",
     "objectives": "--objectives",
+    "producers": "--producers",
 }
 
 
 def _flag_value(field: str, value: Any) -> str:
     if field in ("sram_min", "sram_max"):
         return format_size(value)
-    if field == "objectives":
+    if field in ("objectives", "producers"):
         return ",".join(value)
     return value or "(Vela's own)"
 

@@ -10,24 +10,20 @@ parameters, so it is run again rather than lost.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import optuna
 from optuna.storages import fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 
-from dse.collector import after_evaluation, collected_between_evaluations
 from dse.stored import REQUEST_PREFIX
-from dse.study import NoTicketLeft, TicketStorage, heartbeat_seconds
+from dse.study import TicketStorage
 
 _OPEN = (TrialState.WAITING, TrialState.RUNNING)
-
-TrialCallback = Callable[[optuna.Study, FrozenTrial], None]
 
 
 def worker_id() -> str:
@@ -97,35 +93,3 @@ def fail_stale(study: optuna.Study) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         fail_stale_trials(study)
-
-
-def run_issued(
-    study: optuna.Study,
-    objective: Callable[[optuna.Trial], list[float]],
-    callbacks: list[TrialCallback],
-) -> None:
-    """Take tickets until none is waiting or running. While another worker's trial is still
-    running, wait: if that worker died, its trial goes stale and comes back as a ticket. The
-    stale check runs first too, so a claim left without a heartbeat starts its clock now."""
-    poll = min(1.0, heartbeat_seconds()[0] / 2)
-    fail_stale(study)
-    with collected_between_evaluations():
-        while True:
-            with contextlib.suppress(NoTicketLeft):
-                study.optimize(objective, callbacks=[_all_of(callbacks)], catch=())
-            if not study.get_trials(deepcopy=False, states=_OPEN):
-                return
-            time.sleep(poll)
-            fail_stale(study)
-
-
-def _all_of(callbacks: list[TrialCallback]) -> TrialCallback:
-    """One Optuna callback running `callbacks`, then collecting when due: Optuna deep-copies
-    the finished trial for each callback it is given, per-op metrics and all."""
-
-    def run(study: optuna.Study, trial: FrozenTrial) -> None:
-        for callback in callbacks:
-            callback(study, trial)
-        after_evaluation()
-
-    return run

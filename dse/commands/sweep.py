@@ -7,16 +7,18 @@ import json
 from pathlib import Path
 
 from cascader.ethosu.defaults import DEFAULT_ACCELERATOR, system_defaults
+from cascader.ethosu.errors import DeviceConfigError
+from cascader.ethosu.vela_arch import check_vela_accelerator
 from dse.cache_stats import describe, study_cache_stats
 from dse.collector import collected_between_evaluations
-from dse.config_schema import MAX_SEED
 from dse.database import shown_url
 from dse.defaults import DEFAULT_OBJECTIVES, SRAM_MAX, SRAM_MIN
-from dse.driver import issue_trials, run_parallel, run_trials
+from dse.driver import issue_trials, run_sweep
 from dse.errors import BadInput
 from dse.evaluators import make_evaluator
 from dse.front import format_front, front_rows, pareto_front
-from dse.space import SearchSpace
+from dse.scoring_pool import ScoringPool
+from dse.space import PRODUCERS, SearchSpace
 from dse.study import (
     StudySettings,
     continued_settings,
@@ -48,7 +50,26 @@ _GIVEN = {
     "sram_max": "sram_max",
     "objectives": "objectives",
     "sampler": "sampler",
+    "producers": "producers",
 }
+
+
+def parse_producers(text: str | None, kind: str, accelerator: str) -> tuple[str, ...]:
+    """The study's producers: as given, else the cascader, or Vela's compiler on Ethos-U85
+    (where the cascader has no device model yet)."""
+    if text is None:
+        return ("vela",) if accelerator.startswith("ethos-u85") else ("cascader",)
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names or len(set(names)) != len(names) or not set(names) <= set(PRODUCERS):
+        raise BadInput(f"bad --producers {text!r}: give cascader, vela or cascader,vela")
+    if kind == "graph" and names != ("cascader",):
+        raise BadInput("a --graph study has only the cascader's own cost: drop --producers")
+    if "cascader" in names and accelerator.startswith("ethos-u85"):
+        raise BadInput(
+            f"the cascader has no {accelerator} device model yet (Ethos-U55 and U65 only); "
+            "give --producers vela"
+        )
+    return tuple(p for p in PRODUCERS if p in names)
 
 
 def settings_from_args(args: argparse.Namespace) -> StudySettings:
@@ -57,6 +78,10 @@ def settings_from_args(args: argparse.Namespace) -> StudySettings:
     path = Path(given)
     sha256 = source_sha256(kind, path)  # refuses a missing, special or oversized file
     accelerator = args.accelerator_config or DEFAULT_ACCELERATOR
+    try:
+        check_vela_accelerator(accelerator)
+    except DeviceConfigError as error:
+        raise BadInput(str(error)) from None
     system_config, memory_mode = system_defaults(accelerator, args.system_config, args.memory_mode)
     return StudySettings(
         source_kind=kind,
@@ -70,6 +95,7 @@ def settings_from_args(args: argparse.Namespace) -> StudySettings:
         sram_max=SRAM_MAX if args.sram_max is None else args.sram_max,
         objectives=parse_objectives(args.objectives or DEFAULT_OBJECTIVES),
         sampler=args.sampler or "default",
+        producers=parse_producers(args.producers, kind, accelerator),
     )
 
 
@@ -95,11 +121,6 @@ def run(args: argparse.Namespace) -> int:
 def _sweep(args: argparse.Namespace) -> int:
     if bool(args.model) == bool(args.graph):
         raise BadInput("give exactly one of --model M.tflite or --graph G.json")
-    if args.seed is not None and args.seed + args.jobs - 1 > MAX_SEED:
-        raise BadInput(
-            f"--seed {args.seed} with --jobs {args.jobs}: process k draws from seed + k, which "
-            f"must stay within {MAX_SEED}; give a smaller seed"
-        )
     out = Path(args.out)
     storage_url = args.storage or default_storage(out)
     storage = open_if_present(storage_url)
@@ -112,13 +133,10 @@ def _sweep(args: argparse.Namespace) -> int:
     if storage is None:
         storage = open_storage(storage_url, create=True)
     study = create_or_continue(storage, name, settings)
-    issued = issue_trials(study, args.trials, by="sweep", evaluate=evaluate)
-    if args.jobs == 1:
-        run_trials(study, evaluate, issued, progress=not args.json, seed=args.seed)
-    else:
-        run_parallel(
-            storage_url, study, issued, args.jobs, make_evaluator, not args.json, args.seed
-        )
+    with ScoringPool(args.jobs, make_evaluator, lambda _settings: evaluate) as pool:
+        pool.warm(settings)  # workers read the model while this process probes its floors
+        issued = issue_trials(study, args.trials, by="sweep", evaluate=evaluate)
+        run_sweep(study, issued, pool, progress=not args.json, seed=args.seed)
     if args.baseline == "vela":
         run_baseline(study, settings, baseline_budgets(study, settings))
     rows = front_rows(pareto_front(study))

@@ -29,7 +29,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.
 KEYS = {
     "model", "model_sha256", "accelerator", "system_config", "memory_mode", "sram_pool_bytes",
     "cascader", "fits", "sram_used_bytes", "total_cycles", "npu_cycles", "macs",
-    "inference_time_s", "bytes", "npu_ops", "host_ops", "ops",
+    "inference_time_s", "bytes", "npu_ops", "host_ops", "ops", "producer",
 }  # fmt: skip
 
 

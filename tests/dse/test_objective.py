@@ -9,12 +9,14 @@ from pathlib import Path
 import optuna
 
 from cascader.point import Estimate
+from dse.coordinator import run_studies, study_run
 from dse.front import pareto_front
-from dse.objective import FEASIBILITY, make_objective
+from dse.objective import FEASIBILITY
 from dse.report import write_report
+from dse.scoring_pool import ScoringPool
 from dse.space import DesignPoint, SearchSpace
 from dse.study import SETTINGS_ATTR, StudySettings, open_storage
-from dse.tickets import issue, run_issued
+from dse.tickets import issue
 
 SETTINGS = StudySettings(
     source_kind="model",
@@ -50,7 +52,8 @@ def test_unscheduled_and_oversized_points_are_infeasible_trials(tmp_path: Path) 
     grid = [{"sram_units": u, **options} for u in (2048, 6144, 16384, 32768)]  # 32..512 KiB
     assert issue(study, 4, grid, by="test") == 4
     space = SearchSpace(SETTINGS.sram_min, SETTINGS.sram_max)
-    run_issued(study, make_objective(SETTINGS, space, _score), [])
+    with ScoringPool(1, _score, lambda _settings: _score) as pool:
+        run_studies([study_run(study, SETTINGS, space, None, True)], pool)
 
     by_pool = {t.user_attrs["config"]["sram_pool_bytes"] // 1024: t for t in study.trials}
     assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)

@@ -12,8 +12,12 @@ from pathlib import Path
 import optuna
 import pytest
 
-from dse.study import open_storage
-from dse.tickets import issue, run_issued
+from cascader.point import Estimate
+from dse.coordinator import run_studies, study_run
+from dse.scoring_pool import ScoringPool
+from dse.space import DesignPoint, SearchSpace
+from dse.study import StudySettings, open_storage
+from dse.tickets import issue
 
 
 def _view(study: optuna.Study) -> list[tuple]:
@@ -91,20 +95,26 @@ def test_trials_run_with_the_collector_paused_and_their_garbage_still_goes(tmp_p
     alive: weakref.WeakSet[Node] = weakref.WeakSet()
     paused = []
 
-    def objective(trial: optuna.Trial) -> list[float]:
+    def evaluate(point: DesignPoint) -> Estimate:
         node = Node()
         node.me = node  # a cycle: only the collector frees it
         alive.add(node)
         paused.append(not gc.isenabled())
-        return [float(trial.suggest_int("x", 0, 10)), 1.0]
+        pool = point.sram_pool_bytes
+        return Estimate(pool, point.config().options, True, pool, 10**9 // pool)
 
     url = f"sqlite:///{tmp_path / 'study.db'}"
     study = optuna.create_study(
         storage=open_storage(url, heartbeat=False), study_name="s", directions=["minimize"] * 2
     )
     issue(study, 4, None, "test")
+    settings = StudySettings("model", "m.tflite", "0" * 64, "ethos-u55-256",
+                             "Ethos_U55_High_End_Embedded", "Shared_Sram", None, 16 * 1024,
+                             1 << 20, ("cycles", "sram"), "default")  # fmt: skip
+    space = SearchSpace(settings.sram_min, settings.sram_max)
     assert gc.isenabled()
-    run_issued(study, objective, [])
+    with ScoringPool(1, evaluate, lambda _settings: evaluate) as pool:
+        run_studies([study_run(study, settings, space, None, True)], pool)
     assert paused == [True] * 4
     assert gc.isenabled()
     gc.collect()  # what the block made waits in the oldest generation (dse.collector)

@@ -16,7 +16,7 @@ from cascader.testing.networks import mobilenet_like
 from dse.cli import main
 from dse.evaluators import make_evaluator
 from dse.front import pareto_front
-from dse.objective import make_objective
+from dse.objective import TrialRecorder
 from dse.refine import (
     PROBE_OF,
     STEP_OF,
@@ -243,7 +243,12 @@ def test_a_gap_probe_on_a_real_model_fills_the_gap_with_cached_proposals(tmp_pat
                              ("cycles", "sram"), "default")  # fmt: skip
     space = SearchSpace(settings.sram_min, settings.sram_max, cascader_optional=True)
     evaluate = make_evaluator(settings)
-    objective = make_objective(settings, space, evaluate)
+    recorder = TrialRecorder(settings, space)
+
+    def objective(trial: optuna.Trial) -> list[float]:
+        point = recorder.start(trial)
+        return recorder.finish(trial, point, evaluate(point))
+
     storage = open_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat=False)
     study = optuna.create_study(storage=storage, directions=directions(settings.objectives))
     for point in (DesignPoint(256, enable_cascader=False, buffer_weights=False),

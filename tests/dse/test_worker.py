@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import fields
 from pathlib import Path
 
 import optuna
@@ -25,8 +24,9 @@ from dse.study import NoTicketLeft, open_storage
 from dse.tickets import fail_stale, issue, requested_trials
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
-# A trial whose point is fully chosen is evaluating it (one parameter per DesignPoint field).
-POINT_PARAMS = len(fields(DesignPoint))
+# A trial whose point is fully chosen is evaluating it (every parameter of a model study of
+# the cascader).
+POINT_PARAMS = len(SearchSpace(16, 1 << 20, cascader_optional=True).params_of(DesignPoint(16)))
 # A killed worker's trial is retried after the grace period; a live worker busy in a long
 # point on a loaded machine can miss a beat or two, so the grace is several beats.
 FAST_HEARTBEAT = {"DSE_HEARTBEAT_SECONDS": "1", "DSE_GRACE_SECONDS": "5"}

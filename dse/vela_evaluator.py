@@ -1,0 +1,84 @@
+"""Scores `vela` design points: Vela's own compiler (its C++ core, in this process) at the
+point's arena size limit and scheduler options, its performance report as the score. This is
+the second producer of points beside the cascader, and the only one on Ethos-U85."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cascader.ethosu.vela_arch import check_vela_system
+from cascader.ethosu.vela_compiler import VelaError, compile_model
+from cascader.frontend.tflite_check import ModelError, parse_tflite, read_model
+from cascader.point import Estimate
+from dse.cache_stats import CacheCounter
+from dse.errors import BadInput
+from dse.space import DesignPoint
+from dse.study import StudySettings
+
+
+class VelaEvaluator:
+    """One model on one device; the model is read and checked once (regor trusts its input:
+    a damaged file can crash it, and the process with it), and scored points are memoized
+    here for the evaluator's life (a point is a few bytes of key and one estimate)."""
+
+    def __init__(self, settings: StudySettings, path: Path) -> None:
+        self.settings = settings
+        self.path = path
+        try:
+            self.model = read_model(path)
+            parse_tflite(self.model, str(path))
+        except ModelError as error:
+            raise BadInput(str(error)) from None
+        arch = check_vela_system(settings.accelerator, settings.system_config,
+                                 settings.memory_mode, *self._ini())  # fmt: skip
+        self.clock_hz = float(arch.core_clock)
+        self._scored: dict[DesignPoint, Estimate] = {}
+        self._results = CacheCounter()
+
+    def _ini(self) -> tuple[str, ...]:
+        return () if self.settings.vela_config is None else (self.settings.vela_config,)
+
+    @property
+    def cache(self) -> dict[str, CacheCounter]:
+        """Hits and misses of the points Vela compiled for this evaluator."""
+        return {"vela compiles": self._results}
+
+    def __call__(self, point: DesignPoint) -> Estimate:
+        found = self._scored.get(point)
+        self._results.count(found is not None)
+        if found is None:
+            found = self._scored[point] = self._estimate(point)
+        return found
+
+    def _estimate(self, point: DesignPoint) -> Estimate:
+        """Vela's schedule is a real one whatever the arena limit (a soft target in
+        Shared_Sram): the point fits when its SRAM is within the study's range. A compile
+        Vela refuses is an infeasible point carrying Vela's message."""
+        s = self.settings
+        options = point.vela_options(s.accelerator, s.system_config, s.memory_mode, s.vela_config)
+        common = {
+            "sram_pool_bytes": point.sram_pool_bytes,
+            "options": None,
+            "source": str(self.path),
+            "model": self.path.name,
+            "model_sha256": s.source_sha256,
+            "accelerator": s.accelerator,
+            "system_config": s.system_config,
+            "memory_mode": s.memory_mode,
+            "producer": "vela",
+        }
+        try:
+            compiled = compile_model(self.model, options)
+        except VelaError as error:
+            return Estimate(fits=False, sram_used_bytes=None, total_cycles=None,
+                            unscheduled=str(error), **common)  # fmt: skip
+        return Estimate(
+            fits=compiled.sram_used_bytes <= s.sram_max,
+            sram_used_bytes=compiled.sram_used_bytes,
+            total_cycles=float(compiled.total_cycles),
+            npu_cycles=float(compiled.npu_cycles),
+            macs=compiled.macs,
+            inference_time_s=compiled.total_cycles / self.clock_hz,
+            bytes=dict(compiled.access_bytes),
+            **common,
+        )

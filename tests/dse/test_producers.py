@@ -1,0 +1,146 @@
+"""Two producers of points: the cascader and Vela's own compiler (in process), in one study on
+Ethos-U55/U65, Vela's alone on Ethos-U85. Each trial records its producer, the front is
+their union, a `vela` point exports the `vela` command that rebuilds it and `dse compile`
+writes the very bytes that command writes; parallel scoring runs exactly the trials asked."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+
+from cascader.ethosu.vela_compiler import VelaOptions, compile_model
+from dse.cli import main
+from dse.front import pareto_front
+from dse.space import VELA_LADDER
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
+
+
+def _sweep(out: Path, *extra: str, trials: int = 30) -> None:
+    argv = ["sweep", "--model", str(EXAMPLE), "--trials", str(trials), "--seed", "5"]
+    argv += ["--study", "s"]
+    assert main([*argv, "--out", str(out), "--json", *extra]) == 0
+
+
+def _study(out: Path) -> optuna.Study:
+    return optuna.load_study(study_name="s", storage=f"sqlite:///{out / 'study.db'}")
+
+
+def _front(study: optuna.Study) -> list[tuple[int, float]]:
+    return [
+        (t.user_attrs["metrics"]["sram_used_bytes"], t.user_attrs["metrics"]["total_cycles"])
+        for t in pareto_front(study)
+    ]
+
+
+def _matched(front: list[tuple[int, float]], sram: int, cycles: float) -> bool:
+    return any(s <= sram and c <= cycles for s, c in front)
+
+
+@pytest.fixture(scope="module")
+def u55(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("u55")
+    _sweep(out, "--producers", "cascader,vela")
+    return out
+
+
+@pytest.fixture(scope="module")
+def u85(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("u85")
+    _sweep(out, "--accelerator-config", "ethos-u85-256")
+    return out
+
+
+def test_a_u55_study_has_both_producers_and_its_front_holds_vela_s_dense_sweep(u55: Path) -> None:
+    study = _study(u55)
+    trials = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert len(trials) == 30
+    producers = {t.user_attrs["metrics"]["producer"] for t in trials}
+    assert producers == {"cascader", "vela"}
+    assert all(t.user_attrs["config"]["producer"] == t.user_attrs["metrics"]["producer"]
+               for t in trials)  # fmt: skip
+    front = _front(study)
+    for arena in VELA_LADDER[:8]:  # 16..192 KiB: past the model's largest useful arena
+        options = VelaOptions("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram",
+                              arena_size_limit=arena)  # fmt: skip
+        vela = compile_model(EXAMPLE, options)
+        assert _matched(front, vela.sram_used_bytes, vela.total_cycles), arena
+
+
+def test_a_u85_study_is_vela_s_alone_and_matches_its_arena_sweep(u85: Path) -> None:
+    study = _study(u85)
+    trials = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert {t.user_attrs["metrics"]["producer"] for t in trials} == {"vela"}
+    assert "stripe_factors" not in trials[0].params  # no cascader option is asked for
+    front = _front(study)
+    missed = []
+    for arena in VELA_LADDER[:9]:  # 16..256 KiB, Vela's dense-sweep sizes
+        options = VelaOptions("ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Dedicated_Sram_384KB",
+                              arena_size_limit=arena)  # fmt: skip
+        vela = compile_model(EXAMPLE, options)
+        if not _matched(front, vela.sram_used_bytes, vela.total_cycles):
+            missed.append((arena, vela.sram_used_bytes, vela.total_cycles))
+    assert not missed, missed
+
+
+@pytest.mark.parametrize("device", ["u55", "u85"])
+def test_a_vela_point_compiles_to_the_bytes_of_its_exported_vela_command(
+    device: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    out = request.getfixturevalue(device)
+    study = _study(out)
+    vela_trials = [t for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+                   if t.user_attrs["config"]["producer"] == "vela"
+                   and t.user_attrs["metrics"]["fits"]]  # fmt: skip
+    trial = vela_trials[len(vela_trials) // 2]
+    config = tmp_path / "cfg.json"
+    storage = f"sqlite:///{out / 'study.db'}"
+    argv = ["export", "--storage", storage, "--study", "s", "--trial", str(trial.number)]
+    assert main([*argv, "-o", str(config)]) == 0
+    exported = json.loads(config.read_text())
+    assert exported["producer"] == "vela"
+    assert (
+        exported["predicted"]["sram_used_bytes"] == trial.user_attrs["metrics"]["sram_used_bytes"]
+    )
+    assert main(["compile", "--model", str(EXAMPLE), "--config", str(config),
+                 "-o", str(tmp_path / "build")]) == 0  # fmt: skip
+    ours = (tmp_path / "build" / f"{EXAMPLE.stem}_vela.tflite").read_bytes()
+    command = exported["vela"]["command_line"]
+    assert command[0] == "vela" and command[1] == str(EXAMPLE)
+    vela_out = tmp_path / "vela"
+    script = Path(sys.executable).with_name("vela")
+    vela = [str(script)] if script.exists() else [shutil.which("vela") or "vela"]
+    subprocess.run([*vela, *command[1:-1], str(vela_out)], check=True, capture_output=True)
+    assert (vela_out / f"{EXAMPLE.stem}_vela.tflite").read_bytes() == ours
+
+
+def test_the_cascader_is_refused_on_ethos_u85_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["sweep", "--model", str(EXAMPLE), "--out", str(tmp_path)]
+    assert main([*argv, "--accelerator-config", "ethos-u85-256", "--producers", "cascader"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--producers vela" in err[0]
+    assert main([*argv, "--producers", "vela,tvm"]) == 2
+    assert "bad --producers" in capsys.readouterr().err
+    assert not (tmp_path / "study.db").exists()
+
+
+def test_parallel_scoring_runs_exactly_the_trials_asked_and_shares_proposals(
+    tmp_path: Path,
+) -> None:
+    argv = ["sweep", "--model", str(EXAMPLE), "--trials", "24", "--jobs", "2", "--study", "s"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+    study = _study(tmp_path)
+    states = [t.state for t in study.trials]
+    assert states.count(optuna.trial.TrialState.COMPLETE) == 24 == len(states)
+    workers = {t.user_attrs["worker"] for t in study.trials}
+    assert len(workers) == 1  # this process asks and records every trial
+    # Steps along the front are taken while points are scored elsewhere (dse.refine).
+    assert any("dse.step_of" in t.system_attrs for t in study.trials)
