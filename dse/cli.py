@@ -288,6 +288,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--graph", type=_file, metavar="G.json", help="a cascader graph instead of a model"
     )
     p.add_argument("--sram", type=_size, default=None, metavar="SIZE")
+    p.add_argument(
+        "--producer",
+        choices=("cascader", "vela"),
+        default=None,
+        help="whose schedule: the cascader's, or Vela's own compiler's with --sram as its "
+        "arena size limit (default cascader; vela on Ethos-U85)",
+    )
     _add_point_options(p)
     _add_json(p)
 

@@ -325,7 +325,14 @@ def load_config(path: str | Path, model_path: str | Path | None = None) -> dict:
 
 def point_args(args: argparse.Namespace, config: dict) -> argparse.Namespace:
     """`args` with the point flags replaced by the exported config's, so `dse compile` and
-    `dse verify` rebuild exactly the schedule the config was scored with."""
+    `dse verify` rebuild exactly the schedule the config was scored with. A `vela` point's
+    config has no cascader schedule to rebuild (`dse compile` builds it with Vela)."""
+    if config.get("producer") == "vela":
+        raise BadInput(
+            f"the config is Vela's own schedule, not the cascader's: `dse compile --config` "
+            f"writes its {Path(config['model']['path']).stem}_vela.tflite; prove that with "
+            "`dse simulate --model <it> --reference <the model>`"
+        )
     options = config["cascader"]["options"]
     return argparse.Namespace(
         **{

@@ -199,6 +199,12 @@ def _point_section(
     )
     if settings.source_kind != "model":
         report.notes.append("a graph study has no schedule to draw: no memory timeline")
+    elif chosen.user_attrs["config"].get("producer") == "vela":
+        report.notes.append(
+            f"trial {chosen.number} is Vela's own schedule: its memory timeline, cascades and "
+            "layers are Vela's (`dse export --trial` gives the vela command; its "
+            "--verbose-allocation and --verbose-performance print them)"
+        )
     else:
         try:
             view = point_view(settings, chosen, model_session(settings))

@@ -10,12 +10,14 @@ import io
 import json
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import TypeVar
 
 from cascader.core.errors import GraphFormatError
 from cascader.core.options import CascaderOptions
-from cascader.ethosu.defaults import POINT_OPTIONS
+from cascader.ethosu.defaults import POINT_OPTIONS, system_defaults
 from cascader.ethosu.errors import DeviceConfigError
+from cascader.ethosu.vela_arch import check_vela_accelerator
 from cascader.frontend.errors import ModelError
 from cascader.frontend.legalize import LegalizeError
 from cascader.ir.errors import ScheduleError
@@ -24,7 +26,7 @@ from cascader.point import Device, Estimate, PointConfig
 from dse.errors import BadInput, NothingFits
 from dse.inputs import check_graph
 from dse.sizes import format_size
-from dse.space import SearchSpace
+from dse.space import DesignPoint, SearchSpace
 
 DEFAULT_SRAM_POOL = 1 << 20
 T = TypeVar("T")
@@ -140,23 +142,55 @@ def _graph_estimate(args: argparse.Namespace, sram: int) -> Estimate:
     return evaluator(point)
 
 
+def _vela_estimate(args: argparse.Namespace, sram: int) -> Estimate:
+    """Vela's own compiler at `sram` as its arena size limit (the one producer on U85)."""
+    from dse.study import StudySettings, model_sha256
+    from dse.vela_evaluator import VelaEvaluator
+
+    if options_given(args):
+        raise BadInput("the cascader's option flags are not Vela's: drop them for --producer vela")
+    accelerator = args.accelerator_config
+    try:
+        check_vela_accelerator(accelerator)
+    except DeviceConfigError as error:
+        raise BadInput(str(error)) from None
+    system, mode = system_defaults(accelerator, args.system_config, args.memory_mode)
+    path = Path(args.model)
+    settings = StudySettings("model", str(path.resolve()), model_sha256(path), accelerator,
+                             system, mode, args.vela_config, sram, sram, ("cycles", "sram"),
+                             "default", ("vela",))  # fmt: skip
+    try:
+        evaluate = VelaEvaluator(settings, path)
+    except (DeviceConfigError, ModelError) as error:
+        raise BadInput(str(error)) from None
+    result = evaluate(DesignPoint(sram, producer="vela"))
+    if result.unscheduled is not None:
+        raise BadInput(f"{path}: {result.unscheduled}")
+    return replace(result, fits=result.sram_used_bytes <= sram)
+
+
 def _table(result: Estimate) -> str:
     data = result.to_json()
+    vela = result.producer == "vela"
+    made = "Vela's own schedule" if vela else f"cascader {'on' if result.options else 'off'}"
+    total = (
+        f"total {data['total_cycles']:.0f} cycles ({data['inference_time_s'] * 1e3:.3f} ms), "
+        f"SRAM used {format_size(data['sram_used_bytes'])}"
+    )
     lines = [
         f"{data['model']} on {data['accelerator']} ({data['system_config']}, "
-        f"{data['memory_mode']}), SRAM pool {format_size(data['sram_pool_bytes'])}, cascader "
-        f"{'on' if data['cascader']['enabled'] else 'off'}",
-        f"{'op':<40} {'kind':<12} {'stripes':>7} {'cycles':>12} {'MACs':>12}",
+        f"{data['memory_mode']}), SRAM pool {format_size(data['sram_pool_bytes'])}, {made}"
     ]
+    if vela:
+        return "\n".join([*lines, f"{total} (Vela's performance report)"])
+    lines.append(f"{'op':<40} {'kind':<12} {'stripes':>7} {'cycles':>12} {'MACs':>12}")
     for op in data["ops"]:
         lines.append(
             f"{op['name'][:40]:<40} {op['kind']:<12} {op['stripes']:>7} "
             f"{op['cycles']:>12.0f} {op['macs']:>12}"
         )
     lines.append(
-        f"total {data['total_cycles']:.0f} cycles ({data['inference_time_s'] * 1e3:.3f} ms), "
-        f"SRAM used {format_size(data['sram_used_bytes'])}, {data['npu_ops']} NPU ops, "
-        f"host ops: {', '.join(data['host_ops']) or 'none'}"
+        f"{total}, {data['npu_ops']} NPU ops, host ops: {', '.join(data['host_ops']) or 'none'}"
     )
     return "\n".join(lines)
 
@@ -168,7 +202,19 @@ def run(args: argparse.Namespace) -> int:
     if args.graph is not None:
         print(json.dumps(_graph_estimate(args, sram).to_json(), indent=None if args.json else 1))
         return 0
-    result = scored_point(args, sram, Session.score)
+    producer = args.producer or (
+        "vela" if args.accelerator_config.startswith("ethos-u85") else "cascader"
+    )
+    if producer == "vela":
+        result = _vela_estimate(args, sram)
+        if not result.fits:  # a soft limit in Shared_Sram: Vela's schedule is real, but larger
+            raise NothingFits(
+                f"Vela's own schedule with an arena size limit of {format_size(sram)} uses "
+                f"{format_size(result.sram_used_bytes)} of SRAM; give --sram "
+                f"{format_size(result.sram_used_bytes)} or more"
+            )
+    else:
+        result = scored_point(args, sram, Session.score)
     if not result.fits:
         raise nothing_fits(result)
     print(json.dumps(result.to_json()) if args.json else _table(result))
