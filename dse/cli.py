@@ -103,7 +103,8 @@ def _add_device_options(p: argparse.ArgumentParser, vela_ini_flag: str, kept: st
         default=None if kept else DEFAULT_ACCELERATOR,
         metavar="NAME",
         help="Ethos-U variant, e.g. ethos-u55-128, ethos-u65-256, ethos-u85-256 "
-        f"(default {DEFAULT_ACCELERATOR}){kept}",
+        f"(default {DEFAULT_ACCELERATOR}){kept}"
+        + ("; a workload takes a comma-separated list or 'all'" if kept else ""),
     )
     g.add_argument(
         "--system-config",
@@ -192,7 +193,35 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("sweep", help="explore SRAM sizes and cascader options; show the front")
-    p.add_argument("--model", type=_file, metavar="M.tflite", help="int8 TFLite model")
+    p.add_argument(
+        "--model",
+        type=_file,
+        action="append",
+        metavar="M.tflite",
+        help="int8 TFLite model; several make a workload (one study per model and NPU "
+        "configuration)",
+    )
+    p.add_argument(
+        "--workload",
+        type=_file,
+        metavar="W.toml",
+        help="a workload file: models with latency budgets (and weights), NPU configurations",
+    )
+    p.add_argument(
+        "--budget-ms",
+        type=float,
+        default=None,
+        metavar="MS",
+        help="a workload's latency budget for every --model (a --workload file gives each its own)",
+    )
+    p.add_argument(
+        "--max-sram",
+        type=_size,
+        default=None,
+        metavar="SIZE",
+        help="a workload's SRAM limit: name the configuration with the fewest MACs meeting every "
+        "budget within it",
+    )
     p.add_argument(
         "--graph", type=_file, metavar="G.json", help="a cascader graph (cascader cost only)"
     )
@@ -250,8 +279,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="HTML report, plots and Markdown summary of a study")
     p.add_argument("--storage", required=True, metavar="URL")
-    p.add_argument("--study", required=True, metavar="NAME")
-    p.add_argument("--out", default="dse-out/report", metavar="DIR")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--study", metavar="NAME")
+    which.add_argument(
+        "--workload", metavar="NAME", help="the answer of a workload's studies (`dse sweep`)"
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="default dse-out/report, dse-out/report-<workload> for a workload",
+    )
+    p.add_argument(
+        "--max-sram",
+        type=_size,
+        default=None,
+        metavar="SIZE",
+        help="a workload's SRAM limit for the configuration with the fewest MACs",
+    )
     p.add_argument(
         "--trial",
         type=_TRIAL_NUMBER,
@@ -267,12 +312,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="write the chosen point as a versioned config JSON")
     p.add_argument("--storage", required=True, metavar="URL")
-    p.add_argument("--study", required=True, metavar="NAME")
-    pick = p.add_mutually_exclusive_group(required=True)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--study", metavar="NAME")
+    which.add_argument(
+        "--workload",
+        metavar="NAME",
+        help="one config per model of a workload, at its answer's SRAM (-o is then a folder)",
+    )
+    pick = p.add_mutually_exclusive_group()
     pick.add_argument("--trial", type=_TRIAL_NUMBER, metavar="N")
-    pick.add_argument("--max-sram", type=_size, metavar="SIZE", help="fastest point that fits")
+    pick.add_argument(
+        "--max-sram",
+        type=_size,
+        metavar="SIZE",
+        help="fastest point that fits; for a workload, the configuration with the fewest MACs "
+        "meeting every budget within SIZE",
+    )
     pick.add_argument("--max-cycles", type=_CYCLES, metavar="N", help="least SRAM meeting N")
-    p.add_argument("-o", "--output", required=True, metavar="cfg.json")
+    p.add_argument(
+        "--accelerator-config",
+        default=None,
+        metavar="NAME",
+        help="a workload's NPU configuration to export (default: the fewest MACs meeting "
+        "every budget)",
+    )
+    p.add_argument("-o", "--output", required=True, metavar="cfg.json or DIR")
 
     p = sub.add_parser("compile", help="rebuild a schedule and write the NPU command stream")
     p.add_argument("--model", type=_file, required=True, metavar="M.tflite")

@@ -170,18 +170,15 @@ def pool_within(study: optuna.Study, trial: FrozenTrial, budget: int) -> int:
     is within the budget, else the smallest of (the SRAM its schedule uses, the budget) at
     which the point builds exactly the trial's schedule (the same command streams and
     constants; for a graph study, the same proposal and figures). A sweep samples pools, so
-    the trial's may lie far above what its schedule uses."""
+    the trial's may lie far above what its schedule uses. A `vela` point keeps its own: its
+    SRAM used is within the budget whatever arena size limit Vela was given."""
     pool = _pool(trial)
     if pool <= budget:
         return pool
     settings = load_settings(study)
     point = DesignPoint(**trial.user_attrs["config"])
     if point.producer == "vela":
-        raise NothingFits(
-            f"trial {trial.number} is Vela's schedule at an arena size limit of "
-            f"{format_size(pool)}, above {format_size(budget)}; another limit is another "
-            f"schedule: export it with --trial {trial.number} or pick a larger budget"
-        )
+        return pool  # Vela's arena limit is a compile option: another one is another schedule
     candidates = sorted({align(_metrics(trial)[0]), align_down(budget)})
     if settings.source_kind == "graph":
         evaluate = make_evaluator(settings)

@@ -45,7 +45,9 @@ class StudyRun:
     out_of_tickets: bool = False
 
 
-Pick = Callable[[list["StudyRun"]], "StudyRun"]
+# Chooses the study whose ticket is taken next, among all of the run's (a pick may issue a
+# ticket to the study it chooses and clear its `out_of_tickets`); None: the run is done.
+Pick = Callable[[list["StudyRun"]], "StudyRun | None"]
 OnDone = Callable[[StudyRun, FrozenTrial], None]
 
 
@@ -54,9 +56,9 @@ def affinity(point: DesignPoint) -> Hashable:
     return point.config().options
 
 
-def first_open(runs: list[StudyRun]) -> StudyRun:
+def first_open(runs: list[StudyRun]) -> StudyRun | None:
     """The default pick: studies in order, each to its last ticket."""
-    return runs[0]
+    return next((run for run in runs if not run.out_of_tickets), None)
 
 
 def study_run(
@@ -125,12 +127,11 @@ def _run(runs: list[StudyRun], pool: ScoringPool, on_done: OnDone | None, pick: 
 
 
 def _ask(runs: list[StudyRun], pick: Pick) -> tuple[StudyRun, optuna.Trial, DesignPoint] | None:
-    """The next ticket of the study `pick` chooses among those with tickets left."""
+    """The next ticket of the study `pick` chooses."""
     while True:
-        open_runs = [run for run in runs if not run.out_of_tickets]
-        if not open_runs:
+        run = pick(runs)
+        if run is None:
             return None
-        run = pick(open_runs)
         try:
             with warnings.catch_warnings():
                 # Optuna warns that heartbeats are for `optimize`: this loop beats itself.

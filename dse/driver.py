@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import optuna
 from tqdm import tqdm
 
 from cascader.ir.units import align
-from dse.collector import after_evaluation
+from cascader.point import Estimate
 from dse.coordinator import StudyRun, run_studies, study_run
 from dse.front import front_progress, pareto_front
-from dse.objective import Evaluator
 from dse.scoring_pool import ScoringPool
-from dse.space import SearchSpace
+from dse.space import DesignPoint, SearchSpace
 from dse.study import StudySettings, load_settings
 from dse.tickets import issue
 
@@ -50,8 +50,12 @@ def space_of(settings: StudySettings) -> SearchSpace:
     )
 
 
+# Scores a list of points (a study's floor probes), in order; may score them in parallel.
+ScoreAll = Callable[[list[DesignPoint]], list[Estimate]]
+
+
 def floor_seeds(
-    space: SearchSpace, evaluate: Evaluator, count: int
+    space: SearchSpace, score_all: ScoreAll, count: int
 ) -> tuple[list[dict], list[int | None]]:
     """The first `count` seed kinds, each at the smallest pool its schedules fit in: probed
     at the lowest pool, where a point that does not fit still reports what its smallest
@@ -61,9 +65,9 @@ def floor_seeds(
     (None: not probed, or no schedule), for the spine seeds (SearchSpace.seed_points)."""
     seeds: list[dict] = []
     floors: list[int | None] = []
-    for kind in space.seed_kinds()[:count]:
-        probe = evaluate(replace(kind, sram_pool_bytes=space.low))
-        after_evaluation()
+    kinds = space.seed_kinds()[:count]
+    probes = score_all([replace(kind, sram_pool_bytes=space.low) for kind in kinds])
+    for kind, probe in zip(kinds, probes, strict=True):
         need = probe.sram_used_bytes
         pool = None if need is None else space.low if probe.fits else align(need)
         floors.append(pool)
@@ -73,21 +77,21 @@ def floor_seeds(
 
 
 def issue_trials(
-    study: optuna.Study, n_trials: int, by: str, evaluate: Evaluator | None = None
+    study: optuna.Study, n_trials: int, by: str, score_all: ScoreAll | None = None
 ) -> int:
     """Enqueue this command's share of trials: for a grid study, unvisited grid points; for a
-    new study, seed points first: Vela's compiler at its own dense-sweep arena sizes (up to
-    half the trials; SearchSpace.vela_seeds), then with `evaluate`, each cascader seed kind
-    at its floor (see floor_seeds), then points spread over the pool range (see
-    SearchSpace.seed_points)."""
+    new study, seed points first: Vela's compiler at its own dense-sweep arena sizes
+    (SearchSpace.vela_seeds: each a compile of a fraction of a second), then with
+    `score_all`, each cascader seed kind at its floor (see floor_seeds), then points spread
+    over the pool range (see SearchSpace.seed_points)."""
     settings = load_settings(study)
     space = space_of(settings)
     if settings.sampler == "grid":
         return issue(study, n_trials, space.grid_points(), by)
     new = not study.trials
-    seeds = space.vela_seeds()[: n_trials // 2] if new else []
+    seeds = space.vela_seeds() if new else []
     count = n_trials // SEED_SHARE if new else 0
-    kinds, floors = floor_seeds(space, evaluate, count) if evaluate is not None else ([], [])
+    kinds, floors = floor_seeds(space, score_all, count) if score_all is not None else ([], [])
     seeds += kinds
     spine = max(count - len(kinds), n_trials // SPINE_SHARE if new else 0)
     seeds += [p for p in space.seed_points(spine, floors) if p not in seeds]

@@ -13,7 +13,7 @@ import json
 import multiprocessing
 import signal
 from collections.abc import Callable, Hashable
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, wait
 
 from cascader.point import Estimate
 from dse.cache_stats import CacheCounter
@@ -143,6 +143,15 @@ class ScoringPool:
             after_evaluation()
         self._slot_of[future] = slot
         return future
+
+    def score_all(self, settings: StudySettings, points: list[DesignPoint]) -> list[Estimate]:
+        """Score `points` of one study across the pool (beyond its room: the workers queue
+        them) and wait for every one; in order."""
+        futures = [self.submit(settings, point, ("probe", i)) for i, point in enumerate(points)]
+        wait(futures)
+        for future in futures:
+            self.taken(future)
+        return [future.result() for future in futures]
 
     def taken(self, future: Future) -> None:
         """The caller has the finished `future`'s result: its scorer has room again."""

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import json
+import re
 from pathlib import Path
 
 import optuna
 from optuna.trial import FrozenTrial
 
 from dse.config import build_config, pool_within, select_trial, write_config
-from dse.errors import NothingFits
+from dse.errors import BadInput, NothingFits
+from dse.output import staged_folder
 from dse.sizes import format_size
 from dse.study import load_study, open_storage
+from dse.workload import workload_studies
+from dse.workload_answer import closest, fewest_macs, workload_answers
 
 # How many trials within a --max-sram budget are tried in turn when the fastest cannot be
 # built the same at a pool within it (each try compiles the point at a few pools).
@@ -41,7 +46,14 @@ def within_budget(study: optuna.Study, budget: int) -> tuple[FrozenTrial, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    study = load_study(open_storage(args.storage, heartbeat=False, create=False), args.study)
+    storage = open_storage(args.storage, heartbeat=False, create=False)
+    if args.workload is not None:
+        return _workload(args, storage)
+    if args.trial is None and args.max_sram is None and args.max_cycles is None:
+        raise BadInput("give one of --trial N, --max-sram SIZE or --max-cycles N")
+    if args.accelerator_config is not None:
+        raise BadInput("--accelerator-config chooses among a workload's configurations")
+    study = load_study(storage, args.study)
     if args.max_sram is not None:
         trial, pool = within_budget(study, args.max_sram)
     else:
@@ -54,4 +66,57 @@ def run(args: argparse.Namespace) -> int:
         f"{format_size(predicted['sram_used_bytes'])}, {predicted['total_cycles']:,} cycles "
         f"-> {args.output}"
     )
+    return 0
+
+
+MARKER = "workload.json"  # what a folder `dse export --workload` wrote holds
+OWNED = re.compile(r"[^/]+\.json")
+
+
+def _workload(args: argparse.Namespace, storage) -> int:
+    """One config per model at the chosen configuration's answer: each model's fastest point
+    within the SRAM at which every model meets its budget."""
+    if args.trial is not None or args.max_cycles is not None:
+        raise BadInput("a workload is exported at its answer: give --max-sram or nothing")
+    studies = {s.study_name: s for s in workload_studies(storage, args.workload)}
+    answers = workload_answers(list(studies.values()))
+    if args.accelerator_config is not None:
+        chosen = [a for a in answers if a.accelerator == args.accelerator_config]
+        if not chosen:
+            names = ", ".join(a.accelerator for a in answers)
+            raise BadInput(
+                f"workload {args.workload} has no {args.accelerator_config}; it has {names}"
+            )
+        answer = chosen[0]
+        if answer.sram is None or (args.max_sram is not None and answer.sram > args.max_sram):
+            raise NothingFits(
+                f"{answer.label} meets the budgets at no SRAM explored"
+                + (f" within {format_size(args.max_sram)}" if args.max_sram else "")
+            )
+    else:
+        answer = fewest_macs(answers, args.max_sram)
+        if answer is None:
+            within = f" within {format_size(args.max_sram)}" if args.max_sram else ""
+            near = closest(answers, args.max_sram)
+            raise NothingFits(
+                f"no configuration meets the workload's budgets{within}"
+                + (f"; the closest is {near.label}" if near else "")
+            )
+    out = Path(args.output)
+    written = []
+    with staged_folder(out, MARKER, OWNED, "-o") as staging:
+        for front in answer.fronts:
+            study = studies[front.study]
+            point = answer.points[front.model]
+            trial = next(t for t in study.get_trials(deepcopy=False) if t.number == point.trial)
+            config = build_config(
+                study, trial, args.storage, pool_within(study, trial, answer.sram)
+            )
+            write_config(config, staging / f"{front.model}.json")
+            written.append(f"{front.model}.json")
+        summary = {"workload": args.workload, "accelerator": answer.accelerator,
+                   "system_config": answer.system_config, "memory_mode": answer.memory_mode,
+                   "sram_bytes": answer.sram, "configs": written}  # fmt: skip
+        (staging / MARKER).write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"{answer.label} at {format_size(answer.sram)}: {len(written)} configs -> {out}")
     return 0

@@ -38,6 +38,8 @@ from dse.vela_points import (
     run_baseline,
     vela_points,
 )
+from dse.workload import ALL_ACCELERATORS
+from dse.workload_run import run_workload
 
 # The argparse names of the settings a continued study takes from the command line only when
 # given there (dse.study.continued_settings).
@@ -118,9 +120,28 @@ def run(args: argparse.Namespace) -> int:
         return _sweep(args)
 
 
+def _workload_asked(args: argparse.Namespace) -> bool:
+    """Several models, several NPU configurations or a workload file make a workload."""
+    several = args.accelerator_config is not None and (
+        "," in args.accelerator_config or args.accelerator_config.strip() == ALL_ACCELERATORS
+    )
+    return args.workload is not None or len(args.model or []) > 1 or several
+
+
 def _sweep(args: argparse.Namespace) -> int:
+    if _workload_asked(args):
+        if args.graph:
+            raise BadInput("a workload is of models: give --model files, not --graph")
+        return run_workload(args, settings_from_args, DEFAULT_ACCELERATOR)
+    if args.budget_ms is not None or args.max_sram is not None:
+        raise BadInput(
+            "--budget-ms and --max-sram are a workload's: give several --model files, "
+            "NPU configurations or a --workload file"
+        )
     if bool(args.model) == bool(args.graph):
         raise BadInput("give exactly one of --model M.tflite or --graph G.json")
+    if args.model:
+        args.model = args.model[0]
     out = Path(args.out)
     storage_url = args.storage or default_storage(out)
     storage = open_if_present(storage_url)
@@ -134,8 +155,9 @@ def _sweep(args: argparse.Namespace) -> int:
         storage = open_storage(storage_url, create=True)
     study = create_or_continue(storage, name, settings)
     with ScoringPool(args.jobs, make_evaluator, lambda _settings: evaluate) as pool:
-        pool.warm(settings)  # workers read the model while this process probes its floors
-        issued = issue_trials(study, args.trials, by="sweep", evaluate=evaluate)
+        pool.warm(settings)  # workers read the model, then probe floors with this process
+        probe = lambda points: pool.score_all(settings, points)  # noqa: E731
+        issued = issue_trials(study, args.trials, by="sweep", score_all=probe)
         run_sweep(study, issued, pool, progress=not args.json, seed=args.seed)
     if args.baseline == "vela":
         run_baseline(study, settings, baseline_budgets(study, settings))
