@@ -178,6 +178,15 @@ def _add_cascader_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_study_choice(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--storage",
+        default=None,
+        metavar="URL",
+        help="the study's Optuna storage (default: dse-out/study.db, a default `dse sweep`'s)",
+    )
+
+
 def _add_point_options(p: argparse.ArgumentParser, vela_ini_flag: str = "--config") -> None:
     _add_device_options(p, vela_ini_flag)
     _add_cascader_options(p)
@@ -272,15 +281,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="dse-out", metavar="DIR")
     _add_json(p)
 
-    p = sub.add_parser("worker", help="join a shared study and run trials")
-    p.add_argument("--storage", required=True, metavar="URL")
-    p.add_argument("--study", required=True, metavar="NAME")
-    p.add_argument("--trials", type=_TRIALS, default=None, metavar="N")
-
-    p = sub.add_parser("report", help="HTML report, plots and Markdown summary of a study")
+    p = sub.add_parser("worker", help="join a shared study (or workload) and run its trials")
     p.add_argument("--storage", required=True, metavar="URL")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--study", metavar="NAME")
+    which.add_argument("--workload", metavar="NAME", help="every study of the workload")
+    p.add_argument(
+        "--trials",
+        type=_TRIALS,
+        default=None,
+        metavar="N",
+        help="issue N more trials (per study of a workload) and run them with the others "
+        "(default: run the trials already issued)",
+    )
+
+    p = sub.add_parser("report", help="HTML report, plots and Markdown summary of a study")
+    _add_study_choice(p)
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--study", metavar="NAME", help="default: the storage's only study")
     which.add_argument(
         "--workload", metavar="NAME", help="the answer of a workload's studies (`dse sweep`)"
     )
@@ -288,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--out",
         default=None,
         metavar="DIR",
-        help="default dse-out/report, dse-out/report-<workload> for a workload",
+        help="default dse-out/report-<study or workload>",
     )
     p.add_argument(
         "--max-sram",
@@ -311,9 +329,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a latency budget in cycles, drawn on the front (repeatable)")  # fmt: skip
 
     p = sub.add_parser("export", help="write the chosen point as a versioned config JSON")
-    p.add_argument("--storage", required=True, metavar="URL")
-    which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--study", metavar="NAME")
+    _add_study_choice(p)
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--study", metavar="NAME", help="default: the storage's only study")
     which.add_argument(
         "--workload",
         metavar="NAME",

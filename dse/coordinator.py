@@ -105,7 +105,12 @@ def _run(runs: list[StudyRun], pool: ScoringPool, on_done: OnDone | None, pick: 
                 if asked is None:
                     break
                 run, trial, point = asked
-                flying[pool.submit(run.settings, point, affinity(point))] = (run, trial, point)
+                try:  # this process may score it here, at once
+                    future = pool.submit(run.settings, point, affinity(point))
+                except BaseException:
+                    _give_back(run, trial)
+                    raise
+                flying[future] = (run, trial, point)
             if not flying:
                 if not _others_running(runs):
                     break
@@ -121,9 +126,17 @@ def _run(runs: list[StudyRun], pool: ScoringPool, on_done: OnDone | None, pick: 
                 _tell(run, trial, point, future, on_done)
     except BaseException:
         for run, trial, _point in flying.values():
-            with contextlib.suppress(Exception):
-                run.study.tell(trial, state=TrialState.FAIL)
+            _give_back(run, trial)
         raise
+
+
+def _give_back(run: StudyRun, trial: optuna.Trial) -> None:
+    """Interrupted (Ctrl-C) or failed while `trial` was scored: it is failed and issued
+    again with its point, so a rerun still runs every trial that was asked for."""
+    with contextlib.suppress(Exception):
+        params = trial.params
+        run.study.tell(trial, state=TrialState.FAIL)
+        run.study.enqueue_trial(params)
 
 
 def _ask(runs: list[StudyRun], pick: Pick) -> tuple[StudyRun, optuna.Trial, DesignPoint] | None:
@@ -143,7 +156,7 @@ def _ask(runs: list[StudyRun], pick: Pick) -> tuple[StudyRun, optuna.Trial, Desi
         try:
             point = run.recorder.start(trial)
         except BaseException:
-            run.study.tell(trial, state=TrialState.FAIL)
+            _give_back(run, trial)
             raise
         return run, trial, point
 
@@ -152,8 +165,8 @@ def _tell(
     run: StudyRun, trial: optuna.Trial, point: DesignPoint, future: Future, on_done: OnDone | None
 ) -> None:
     try:
-        estimate = future.result()
-        values = run.recorder.finish(trial, point, estimate)
+        scored = future.result()
+        values = run.recorder.finish(trial, point, scored.estimate, scored.seconds)
     except BaseException:
         run.study.tell(trial, state=TrialState.FAIL)
         raise

@@ -70,8 +70,12 @@ class TrialRecorder:
             trial.set_user_attr("worker", self.worker)
             return self.space.suggest(trial)
 
-    def finish(self, trial: optuna.Trial, point: DesignPoint, estimate: Estimate) -> list[float]:
+    def finish(
+        self, trial: optuna.Trial, point: DesignPoint, estimate: Estimate, seconds: float
+    ) -> list[float]:
+        """Store the point's results and the seconds its evaluator took."""
         with ticket_storage(trial.study).batched(trial._trial_id):
+            trial.set_user_attr("score_seconds", round(seconds, 6))
             trial.set_constraint(FEASIBILITY, overflow_kib(estimate, point.sram_pool_bytes))
             trial.set_user_attr("config", point.to_json())
             trial.set_user_attr("metrics", estimate.to_json())

@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import multiprocessing
 import signal
+import time
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ProcessPoolExecutor, wait
+from typing import NamedTuple
 
 from cascader.point import Estimate
 from dse.cache_stats import CacheCounter
@@ -31,6 +33,14 @@ _MAKE: Callable[[StudySettings], Evaluator] | None = None
 # How many points a worker holds at once: the one it scores and the next, so it never waits
 # for the sampler between two points.
 DEPTH = 2
+
+
+class Scored(NamedTuple):
+    """A point's estimate and the seconds its evaluator took (the benchmarks' producer
+    shares)."""
+
+    estimate: Estimate
+    seconds: float
 
 
 def _start_worker(make_evaluator: Callable[[StudySettings], Evaluator]) -> None:
@@ -57,10 +67,16 @@ def _warm(settings_json: str) -> None:
     _evaluator(settings_json)
 
 
-def _score(settings_json: str, point: DesignPoint) -> Estimate:
-    estimate = _evaluator(settings_json)(point)
+def timed(evaluate: Evaluator, point: DesignPoint) -> Scored:
+    start = time.perf_counter()
+    estimate = evaluate(point)
+    return Scored(estimate, time.perf_counter() - start)
+
+
+def _score(settings_json: str, point: DesignPoint) -> Scored:
+    scored = timed(_evaluator(settings_json), point)
     after_evaluation()
-    return estimate
+    return scored
 
 
 def _cache(settings_json: str) -> dict[str, CacheCounter]:
@@ -137,7 +153,7 @@ class ScoringPool:
             future = Future()
             self._scored_here.add(key[0])
             try:
-                future.set_result(self._here(settings)(point))
+                future.set_result(timed(self._here(settings), point))
             except Exception as error:  # the caller gets it from the future, as from a worker
                 future.set_exception(error)
             after_evaluation()
@@ -151,7 +167,7 @@ class ScoringPool:
         wait(futures)
         for future in futures:
             self.taken(future)
-        return [future.result() for future in futures]
+        return [future.result().estimate for future in futures]
 
     def taken(self, future: Future) -> None:
         """The caller has the finished `future`'s result: its scorer has room again."""

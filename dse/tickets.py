@@ -38,6 +38,12 @@ def requested_trials(study: optuna.Study) -> int:
     )
 
 
+def waiting_tickets(study: optuna.Study) -> int:
+    """Tickets issued and not yet taken: a run interrupted (Ctrl-C) leaves its rest, which the
+    next sweep of the study finishes before it asks for more."""
+    return len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+
+
 def completed_trials(study: optuna.Study) -> list[FrozenTrial]:
     return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
 

@@ -31,7 +31,9 @@ def answer_table(answers: list[ConfigAnswer]) -> Table:
     intro = (
         "Per NPU configuration, the smallest SRAM at which every model meets its latency "
         "budget (the models share the arena), and each model's latency there with the "
-        "producer of its schedule (cascader: this tool's; vela: Vela's own compiler)."
+        "producer of its schedule (cascader: this tool's; vela: Vela's own compiler). In a "
+        "Dedicated_Sram memory mode the arena lives in DRAM and the SRAM is its cache, so "
+        "such a configuration can meet budgets with little or no SRAM, given its DRAM."
     )
     return Table(intro, columns, "lrr" + "r" * len(models), rows)
 

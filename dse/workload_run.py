@@ -21,10 +21,11 @@ from dse.driver import SEED_SHARE, SPINE_SHARE, issue_trials, make_sampler, spac
 from dse.errors import BadInput
 from dse.evaluators import make_evaluator
 from dse.objective import Evaluator
+from dse.phases import say
 from dse.scoring_pool import ScoringPool, settings_key
 from dse.space import SearchSpace
 from dse.study import StudySettings, create_or_continue, default_storage, open_storage
-from dse.tickets import issue
+from dse.tickets import issue, waiting_tickets
 from dse.workload import WORKLOAD_ATTR, Workload, accelerators_of, from_command_line, from_file
 from dse.workload_answer import ConfigAnswer, ModelPoint, workload_answers
 from dse.workload_text import format_answers
@@ -127,6 +128,10 @@ def _deciding(answer: ConfigAnswer) -> list[str]:
 
 def run_workload(args: argparse.Namespace, settings_from_args, default_accelerator: str) -> int:
     workload = workload_of(args, default_accelerator)
+    say(
+        f"workload {workload.name}: checking {len(workload.models)} model(s) on "
+        f"{len(workload.accelerators)} NPU configuration(s)"
+    )
     planned = study_settings(args, workload, settings_from_args)
     out = Path(args.out)
     try:
@@ -154,14 +159,16 @@ def run_workload(args: argparse.Namespace, settings_from_args, default_accelerat
     with ScoringPool(args.jobs, make_evaluator, here) as pool:
         for run in runs[: args.jobs - 1]:
             pool.warm(run.settings)
-        issued = 0
-        for run in runs:  # each study's floors probed across the pool
+        say(f"{len(runs)} studies: probing where each starts to fit, in {args.jobs} process(es)")
+        left = sum(waiting_tickets(run.study) for run in runs)
+        issued = left  # an interrupted run's rest is finished first, and nothing more asked
+        for run in [] if left else runs:  # each study's floors probed across the pool
             share = max(round(args.trials * UP_FRONT), up_front_seeds(run.space, args.trials))
             issued += issue_trials(
                 run.study, min(share, args.trials), by="workload",
                 score_all=lambda points, s=run.settings: pool.score_all(s, points),
             )  # fmt: skip
-        extra = max(0, args.trials * len(runs) - issued)
+        extra = 0 if left else max(0, args.trials * len(runs) - issued)
         total = issued + extra
         with tqdm(total=total, disable=args.json, unit="trial", leave=False) as bar:
             run_studies(runs, pool, on_done=lambda _run, _trial: bar.update(1),

@@ -12,6 +12,7 @@ from optuna.trial import FrozenTrial
 
 from dse.config import build_config, pool_within, select_trial, write_config
 from dse.errors import BadInput, NothingFits
+from dse.last_sweep import pick_study, storage_of
 from dse.output import staged_folder
 from dse.sizes import format_size
 from dse.study import load_study, open_storage
@@ -46,7 +47,9 @@ def within_budget(study: optuna.Study, budget: int) -> tuple[FrozenTrial, int]:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.storage = storage_of(args)
     storage = open_storage(args.storage, heartbeat=False, create=False)
+    pick_study(args, storage)
     if args.workload is not None:
         return _workload(args, storage)
     if args.trial is None and args.max_sram is None and args.max_cycles is None:

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from dse.errors import BadInput
+from dse.last_sweep import pick_study, storage_of
 from dse.output import staged_folder
 from dse.plots.front import Budgets
 from dse.report import write_report
@@ -19,13 +20,14 @@ OWNED = re.compile(r"[^/]+\.(html|md|png|svg)")  # the page, the summary and the
 
 
 def run(args: argparse.Namespace) -> int:
-    storage = open_storage(args.storage, heartbeat=False)
+    storage = open_storage(storage_of(args), heartbeat=False, create=False)
+    pick_study(args, storage)
     if args.workload is not None:
         return _workload(args, storage)
     if args.max_sram is not None:
         raise BadInput("--max-sram is for a workload's report (--workload NAME)")
     study = load_study(storage, args.study)
-    out = Path(args.out or "dse-out/report")
+    out = Path(args.out or f"dse-out/report-{args.study}")
     budgets = Budgets(tuple(args.budget_sram), tuple(args.budget_cycles))
     # Written beside `out` and swapped in whole (`dse.output.staged_folder`).
     with staged_folder(out, MARKER, OWNED, "--out") as staging:

@@ -17,6 +17,7 @@ from dse.driver import issue_trials, run_sweep
 from dse.errors import BadInput
 from dse.evaluators import make_evaluator
 from dse.front import format_front, front_rows, pareto_front
+from dse.phases import say
 from dse.scoring_pool import ScoringPool
 from dse.space import PRODUCERS, SearchSpace
 from dse.study import (
@@ -30,7 +31,7 @@ from dse.study import (
     source_sha256,
     stored_settings,
 )
-from dse.tickets import completed_trials
+from dse.tickets import completed_trials, waiting_tickets
 from dse.vela_points import (
     baseline_budgets,
     count_matched,
@@ -146,6 +147,7 @@ def _sweep(args: argparse.Namespace) -> int:
     storage_url = args.storage or default_storage(out)
     storage = open_if_present(storage_url)
     settings, name = sweep_settings(args, storage)
+    say(f"reading {Path(settings.source_path).name}: import, NPU partition and graph")
     evaluate = make_evaluator(settings)  # validates the model/graph before the study is touched
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -157,7 +159,11 @@ def _sweep(args: argparse.Namespace) -> int:
     with ScoringPool(args.jobs, make_evaluator, lambda _settings: evaluate) as pool:
         pool.warm(settings)  # workers read the model, then probe floors with this process
         probe = lambda points: pool.score_all(settings, points)  # noqa: E731
-        issued = issue_trials(study, args.trials, by="sweep", score_all=probe)
+        left = waiting_tickets(study)
+        say("probing where each seed kind of schedule starts to fit" if not left else "resuming")
+        issued = left or issue_trials(study, args.trials, by="sweep", score_all=probe)
+        if left and not args.json:
+            print(f"finishing the {left} trial(s) an interrupted run of {name} left", flush=True)
         run_sweep(study, issued, pool, progress=not args.json, seed=args.seed)
     if args.baseline == "vela":
         run_baseline(study, settings, baseline_budgets(study, settings))

@@ -6,11 +6,14 @@ import argparse
 import sys
 
 from dse.collector import collected_between_evaluations
-from dse.driver import issue_trials, run_sweep
+from dse.coordinator import run_studies, study_run
+from dse.driver import issue_trials, run_sweep, space_of
 from dse.evaluators import make_evaluator
-from dse.scoring_pool import ScoringPool
+from dse.objective import Evaluator
+from dse.scoring_pool import ScoringPool, settings_key
 from dse.study import load_settings, load_study, open_storage
 from dse.tickets import completed_trials, requested_trials, worker_id
+from dse.workload import workload_studies
 
 
 def run(args: argparse.Namespace) -> int:
@@ -19,7 +22,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _work(args: argparse.Namespace) -> int:
-    study = load_study(open_storage(args.storage, create=False), args.study)
+    storage = open_storage(args.storage, create=False)
+    if args.workload is not None:
+        return _work_on_workload(args, storage)
+    study = load_study(storage, args.study)
     evaluate = make_evaluator(load_settings(study))  # checks the model before touching the study
     issued = issue_trials(study, args.trials, by="worker") if args.trials else 0
     with ScoringPool(1, make_evaluator, lambda _settings: evaluate) as pool:
@@ -27,5 +33,28 @@ def _work(args: argparse.Namespace) -> int:
     print(
         f"worker {worker_id()}: ran {done} trial(s); study {args.study}: "
         f"{len(completed_trials(study))} of {requested_trials(study)} requested trials complete"
+    )
+    return 0
+
+
+def _work_on_workload(args: argparse.Namespace, storage) -> int:
+    """Take the tickets of every study of the workload, studies in turn; each study's
+    evaluator is made in this process when it first scores one of its points."""
+    studies = workload_studies(storage, args.workload)
+    made: dict[str, Evaluator] = {}
+    runs = []
+    for study in studies:
+        settings = load_settings(study)
+        made[settings_key(settings)] = make_evaluator(settings)  # checks each model first
+        runs.append(study_run(study, settings, space_of(settings), None, sole_asker=False))
+    issued = (
+        sum(issue_trials(r.study, args.trials, by="worker") for r in runs) if args.trials else 0
+    )
+    with ScoringPool(1, make_evaluator, lambda s: made[settings_key(s)]) as pool:
+        run_studies(runs, pool)
+    done = sum(run.done for run in runs)
+    print(
+        f"worker {worker_id()}: ran {done} trial(s) of workload {args.workload} "
+        f"({len(runs)} studies, {issued} issued now)"
     )
     return 0

@@ -247,7 +247,7 @@ def test_a_gap_probe_on_a_real_model_fills_the_gap_with_cached_proposals(tmp_pat
 
     def objective(trial: optuna.Trial) -> list[float]:
         point = recorder.start(trial)
-        return recorder.finish(trial, point, evaluate(point))
+        return recorder.finish(trial, point, evaluate(point), 0.0)
 
     storage = open_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat=False)
     study = optuna.create_study(storage=storage, directions=directions(settings.objectives))
