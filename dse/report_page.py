@@ -42,7 +42,7 @@ class Report:
 
     title: str
     facts: list[tuple[str, str]]
-    front: str
+    front: str  # empty: no front to show as text
     front_figures: tuple[str, ...] = ()
     sections: list[Section] = field(default_factory=list)
     plots: list[Plot] = field(default_factory=list)
@@ -64,7 +64,9 @@ def _md_table(table: Table) -> list[str]:
 def markdown(report: Report) -> str:
     parts = [f"# {report.title}", ""]
     parts += [f"- **{k}**: {v}" for k, v in report.facts]
-    parts += ["", "## Pareto front", "", "```", report.front, "```", ""]
+    parts.append("")
+    if report.front:  # a workload's page has no single front
+        parts += ["## Pareto front", "", "```", report.front, "```", ""]
     for section in report.sections:
         parts += [f"## {section.heading}", ""]
         if section.facts:
@@ -128,8 +130,12 @@ def page(report: Report) -> str:
         f"<title>{esc(report.title)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{esc(report.title)}</h1>{_html_facts(report.facts)}",
         *[_figure(plots[n]) for n in report.front_figures if n in plots],
-        f"<details><summary>The front as a table</summary><pre>{esc(report.front)}</pre></details>",
     ]
+    if report.front:
+        parts.append(
+            f"<details><summary>The front as a table</summary><pre>{esc(report.front)}</pre>"
+            "</details>"
+        )
     for section in report.sections:
         parts.append(f"<h2>{esc(section.heading)}</h2>")
         if section.facts:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from pages import check_page_renders
 
 from cascader.testing.architectures import build_cached
 from dse.cli import main
@@ -107,6 +108,7 @@ def test_report_and_export_answer_the_question(
     html = (report / "report.html").read_text()
     assert "fewest MACs" in html and "ethos-u85-256" in html
     assert (report / "workload.png").stat().st_size > 0 and (report / "models.png").is_file()
+    check_page_renders(report, tmp_path)
     answers = {a.accelerator: a for a in workload_answers(_studies(workload))}
     best = min((a for a in answers.values() if a.sram is not None), key=lambda a: a.macs)
     out = tmp_path / "configs"
