@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import itertools
 import json
 from collections.abc import Callable
 from dataclasses import replace
@@ -23,6 +24,7 @@ from cascader.frontend.legalize import LegalizeError
 from cascader.ir.errors import ScheduleError
 from cascader.pipeline import Session
 from cascader.point import Device, Estimate, PointConfig
+from dse.defaults import SRAM_MAX
 from dse.errors import BadInput, NothingFits
 from dse.inputs import check_graph
 from dse.sizes import format_size
@@ -76,11 +78,16 @@ def options_given(args: argparse.Namespace) -> bool:
 def best_seed_kind(session: Session, sram: int, region: int | None) -> PointConfig:
     """The point a sweep's seed kinds (cascader off, its defaults, the `vela` cost model,
     copying everything or nothing, the smallest schedules) make fastest within `sram`:
-    never slower than the cascader off, and fitting wherever any kind fits. When none fits,
-    the one needing the least SRAM (so the refusal names the least any of them needs)."""
+    never slower than the cascader off, and fitting wherever any kind fits. Without a given
+    region, each kind's proposals are made for the pool and, as a sweep makes them, for its
+    default largest pool (its smaller proposals can be smaller than any made for the pool
+    alone). When none fits, the one needing the least SRAM (so the refusal names the least
+    any of them needs)."""
+    regions = [region] if region is not None else [None] + ([SRAM_MAX] if sram < SRAM_MAX else [])
+    kinds = SearchSpace(sram, sram, cascader_optional=True).seed_kinds()
     scored = []
-    for order, kind in enumerate(SearchSpace(sram, sram, cascader_optional=True).seed_kinds()):
-        config = replace(kind, sram_pool_bytes=sram).config(region)
+    for order, (kind, region_bytes) in enumerate(itertools.product(kinds, regions)):
+        config = replace(kind, sram_pool_bytes=sram).config(region_bytes)
         try:
             result = session.score(config)
         except ScheduleError:

@@ -89,3 +89,22 @@ def test_a_worker_serves_a_workload_s_studies(tmp_path: Path, capsys: pytest.Cap
     assert "ran 6 trial(s) of workload w (2 studies, 6 issued now)" in done.stdout
     for name, count in before.items():
         assert _states(url, name).get("COMPLETE", 0) == count + 3
+
+
+@pytest.mark.parametrize("model", ["example", "vww_mobilenet_v1_025"])
+def test_the_floor_a_refusal_names_fits(model: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`nothing fits in X; the smallest schedule needs Y`: Y (aligned) then fits, as the
+    sweep's floor does (proposals made for a larger region, as a sweep makes them)."""
+    if model == "example":
+        path = EXAMPLE
+    elif SHARED is None:
+        pytest.skip("../shared/models missing")
+    else:
+        path = SHARED / "models" / f"{model}.tflite"
+    assert main(["estimate", "--model", str(path), "--sram", "16KiB"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the smallest schedule needs" in err[0]
+    need = int(err[0].rsplit("needs ", 1)[1].split()[0])
+    assert (
+        main(["estimate", "--model", str(path), "--sram", str(-(-need // 16) * 16), "--json"]) == 0
+    )
