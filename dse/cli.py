@@ -12,6 +12,7 @@ from cascader.core.errors import GraphFormatError
 from cascader.core.options import COST_MODELS
 from cascader.ethosu.defaults import (
     DEFAULT_ACCELERATOR,
+    POINT_OPTIONS,
     U55_MEMORY_MODE,
     U55_SYSTEM_CONFIG,
     U65_MEMORY_MODE,
@@ -90,6 +91,15 @@ _TRIAL_NUMBER = _whole(0, (1 << 31) - 1)
 _CYCLES = _whole(1, (1 << 63) - 1)
 
 
+_MODEL = "the int8 TFLite model"
+_SRAM = "the SRAM pool"
+_OPTION_HELP = {
+    "stripe_factors": "stripe sizes tried per axis ({low}-{high}; default {default})",
+    "max_plan_size": "most parts in one plan ({low}-{high}; default {default})",
+    "max_proposals": "proposals kept per region ({low}-{high}; default {default})",
+}
+
+
 def _add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
@@ -153,7 +163,9 @@ def _add_cascader_options(p: argparse.ArgumentParser) -> None:
         ("--max-proposals", "max_proposals"),
     ):
         low, high = OPTION_RANGES[name]
-        g.add_argument(flag, type=_whole(low, high), default=None, metavar="N")
+        help_text = _OPTION_HELP[name].format(low=low, high=high,
+                                              default=getattr(POINT_OPTIONS, name))  # fmt: skip
+        g.add_argument(flag, type=_whole(low, high), default=None, metavar="N", help=help_text)
     g.add_argument(
         "--always-copy-size",
         type=_copy_size,
@@ -239,7 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
     for flag, default in (("--sram-min", SRAM_MIN), ("--sram-max", SRAM_MAX)):
         help_text = f"pool range (default {format_size(default)}){kept}"
         p.add_argument(flag, type=_size, default=None, metavar="SIZE", help=help_text)
-    p.add_argument("--trials", type=_TRIALS, default=50, metavar="N")
+    p.add_argument("--trials", type=_TRIALS, default=50, metavar="N",
+                   help="trials to run (per study of a workload; default 50)")  # fmt: skip
     p.add_argument(
         "--jobs",
         type=_JOBS,
@@ -248,7 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="score points in N processes (this one samples every trial; default 1)",
     )
     p.add_argument("--storage", default=None, metavar="URL", help="Optuna storage URL")
-    p.add_argument("--study", default=None, metavar="NAME")
+    p.add_argument("--study", default=None, metavar="NAME",
+                   help="the study's name (default <model>-<accelerator>; a workload's name "
+                   "for a workload)")  # fmt: skip
     p.add_argument(
         "--producers",
         default=None,
@@ -277,14 +292,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="LIST",
         help=f"cycles,sram or cycles,sram,offchip (default {DEFAULT_OBJECTIVES}){kept}",
     )
-    p.add_argument("--baseline", choices=("vela",), default=None)
-    p.add_argument("--out", default="dse-out", metavar="DIR")
+    p.add_argument("--baseline", choices=("vela",), default=None,
+                   help="also compile with Vela at the front's budgets and compare")  # fmt: skip
+    p.add_argument("--out", default="dse-out", metavar="DIR",
+                   help="the database's folder when no --storage (default dse-out)")  # fmt: skip
     _add_json(p)
 
     p = sub.add_parser("worker", help="join a shared study (or workload) and run its trials")
-    p.add_argument("--storage", required=True, metavar="URL")
+    p.add_argument("--storage", required=True, metavar="URL", help="the shared Optuna storage")
     which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--study", metavar="NAME")
+    which.add_argument("--study", metavar="NAME", help="the study to run trials of")
     which.add_argument("--workload", metavar="NAME", help="every study of the workload")
     p.add_argument(
         "--trials",
@@ -338,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="one config per model of a workload, at its answer's SRAM (-o is then a folder)",
     )
     pick = p.add_mutually_exclusive_group()
-    pick.add_argument("--trial", type=_TRIAL_NUMBER, metavar="N")
+    pick.add_argument("--trial", type=_TRIAL_NUMBER, metavar="N", help="this trial")
     pick.add_argument(
         "--max-sram",
         type=_size,
@@ -354,22 +371,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="a workload's NPU configuration to export (default: the fewest MACs meeting "
         "every budget)",
     )
-    p.add_argument("-o", "--output", required=True, metavar="cfg.json or DIR")
+    p.add_argument("-o", "--output", required=True, metavar="cfg.json or DIR",
+                   help="the config file (a folder for a workload)")  # fmt: skip
 
     p = sub.add_parser("compile", help="rebuild a schedule and write the NPU command stream")
-    p.add_argument("--model", type=_file, required=True, metavar="M.tflite")
+    p.add_argument("--model", type=_file, required=True, metavar="M.tflite", help=_MODEL)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--config", dest="config", metavar="cfg.json", help="from `dse export`")
-    src.add_argument("--sram", type=_size, metavar="SIZE")
+    src.add_argument("--sram", type=_size, metavar="SIZE", help=_SRAM)
     _add_point_options(p, "--vela-config")
-    p.add_argument("-o", "--output", required=True, metavar="DIR")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="the build folder")
 
     p = sub.add_parser("estimate", help="score one point with Vela's performance model")
-    p.add_argument("--model", type=_file, metavar="M.tflite")
+    p.add_argument("--model", type=_file, metavar="M.tflite", help=_MODEL)
     p.add_argument(
         "--graph", type=_file, metavar="G.json", help="a cascader graph instead of a model"
     )
-    p.add_argument("--sram", type=_size, default=None, metavar="SIZE")
+    p.add_argument("--sram", type=_size, default=None, metavar="SIZE", help=_SRAM + " (1 MiB)")
     p.add_argument(
         "--producer",
         choices=("cascader", "vela"),
@@ -381,24 +399,25 @@ def build_parser() -> argparse.ArgumentParser:
     _add_json(p)
 
     p = sub.add_parser("graph", help="write a model's cascader graph as JSON")
-    p.add_argument("--model", type=_file, required=True, metavar="M.tflite")
+    p.add_argument("--model", type=_file, required=True, metavar="M.tflite", help=_MODEL)
     p.add_argument("--sram", type=_size, default=None, metavar="SIZE", help="pool (1 MiB)")
     _add_device_options(p, "--config")
-    p.add_argument("-o", "--output", required=True, metavar="G.json")
+    p.add_argument("-o", "--output", required=True, metavar="G.json", help="the graph file")
 
     p = sub.add_parser("propose", help="run the cascader core on a graph JSON")
-    p.add_argument("--graph", type=_file, required=True, metavar="G.json")
-    p.add_argument("--sram", type=_size, default=None, metavar="SIZE")
+    p.add_argument("--graph", type=_file, required=True, metavar="G.json",
+                   help="a cascader graph (`dse graph`)")  # fmt: skip
+    p.add_argument("--sram", type=_size, default=None, metavar="SIZE", help=_SRAM + " (1 MiB)")
     p.add_argument(
         "--option", action="append", default=[], metavar="K=V", help="override an option"
     )
     _add_json(p)
 
     p = sub.add_parser("verify", help="check a schedule's numbers against a reference")
-    p.add_argument("--model", type=_file, required=True, metavar="M.tflite")
+    p.add_argument("--model", type=_file, required=True, metavar="M.tflite", help=_MODEL)
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--config", dest="config", metavar="cfg.json")
-    src.add_argument("--sram", type=_size, metavar="SIZE")
+    src.add_argument("--config", dest="config", metavar="cfg.json", help="from `dse export`")
+    src.add_argument("--sram", type=_size, metavar="SIZE", help=_SRAM)
     _add_point_options(p, "--vela-config")
     _add_samples(p)
     _add_json(p)
@@ -418,9 +437,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "cut", help="cut a model where its outputs vary with its input, for verify and simulate"
     )
-    p.add_argument("--model", type=_file, required=True, metavar="M.tflite")
+    p.add_argument("--model", type=_file, required=True, metavar="M.tflite", help=_MODEL)
     _add_samples(p)
-    p.add_argument("-o", "--output", required=True, metavar="CUT.tflite")
+    p.add_argument("-o", "--output", required=True, metavar="CUT.tflite", help="the cut model")
     return parser
 
 
