@@ -40,8 +40,8 @@ NO_BUDGETS = Budgets()
 def selected_trial(
     study: optuna.Study, trial: int | None, budgets: Budgets = NO_BUDGETS
 ) -> FrozenTrial | None:
-    """The point shown in detail: the one asked for, else the fastest front point within
-    the SRAM budgets (the smallest budget when several), else the fastest on the front."""
+    """The point shown in detail: the one asked for, else the knee of the front within the
+    SRAM budgets (the smallest budget when several), else of the whole front (`knee`)."""
     if trial is not None:
         complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         found = next((t for t in complete if t.number == trial), None)
@@ -52,7 +52,23 @@ def selected_trial(
     if budgets.sram:
         limit = min(budgets.sram)
         front = [t for t in front if t.user_attrs["metrics"]["sram_used_bytes"] <= limit] or front
-    return min(front, key=lambda t: t.user_attrs["metrics"]["total_cycles"], default=None)
+    return knee(front)
+
+
+# The knee of a front: the least SRAM within this share of the fastest point's cycles (half
+# the SRAM for 0.7% more cycles is the point a user wants to see first).
+KNEE_SLACK = 0.01
+
+
+def knee(front: list[FrozenTrial]) -> FrozenTrial | None:
+    """The front point using least SRAM whose cycles are within KNEE_SLACK of the fastest."""
+    if not front:
+        return None
+    fastest = min(t.user_attrs["metrics"]["total_cycles"] for t in front)
+    near = [
+        t for t in front if t.user_attrs["metrics"]["total_cycles"] <= fastest * (1 + KNEE_SLACK)
+    ]
+    return min(near, key=lambda t: (t.user_attrs["metrics"]["sram_used_bytes"], t.number))
 
 
 def _front_data(study: optuna.Study, complete: list[FrozenTrial]) -> FrontData:
@@ -155,16 +171,18 @@ def _point_facts(trial: FrozenTrial) -> list[tuple[str, str]]:
         ("SRAM pool", format_size(config["sram_pool_bytes"])),
         ("cycles", f"{round(metrics['total_cycles']):,}"),
         ("inference time", f"{time_s * 1e3:.3f} ms" if time_s is not None else "-"),
-        ("cascader", _cascader_label(config)),
+        ("made by", _cascader_label(config)),
     ]
 
 
 def _cascader_label(config: dict) -> str:
+    if config.get("producer", "cascader") == "vela":
+        return "Vela's own compiler"
     if config.get("enable_cascader", True):
-        return "on"
+        return "the cascader"
     if config.get("buffer_weights", True):
-        return "off (layer by layer)"
-    return "off (layer by layer, weights read in place)"
+        return "the cascader off (layer by layer)"
+    return "the cascader off (layer by layer, weights read in place)"
 
 
 def _peak_table(view: PointView) -> Table:
@@ -250,7 +268,13 @@ def build_report(
         )
     chosen = selected_trial(study, trial, budgets)
     if chosen is not None:
-        report.sections.append(_point_section(settings, chosen, out, report))
+        section = _point_section(settings, chosen, out, report)
+        why = "asked for (--trial)" if trial is not None else (
+            f"the knee: least SRAM within {KNEE_SLACK:.0%} of the fastest front point"
+            + (" within the SRAM budget" if budgets.sram else "") + "; --trial N shows another"
+        )  # fmt: skip
+        section.facts.insert(0, ("why this point", why))
+        report.sections.append(section)
     if history is not None:
         report.plots.append(convergence_plot(history, out))
     importance = importance_plot(importances(study, settings.objectives), out)

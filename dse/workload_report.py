@@ -19,7 +19,7 @@ def _ms(seconds: float | None) -> str:
 
 def answer_table(answers: list[ConfigAnswer]) -> Table:
     models = [f.model for f in answers[0].fronts]
-    columns = ("NPU configuration", "MACs", "SRAM", *(f"{m} ms (producer)" for m in models))
+    columns = ("NPU", "memory", "MACs", "SRAM", *(f"{m} ms (producer)" for m in models))
     rows = []
     for a in answers:
         cells = []
@@ -27,7 +27,8 @@ def answer_table(answers: list[ConfigAnswer]) -> Table:
             p = a.points[m]
             cells.append("no point" if p is None else f"{_ms(p.time_s)} ({p.producer})")
         sram = format_size(a.sram) if a.sram is not None else f"not met ({', '.join(a.missing)})"
-        rows.append((a.label, str(a.macs), sram, *cells))
+        memory = f"{a.system_config}, {a.memory_mode}"
+        rows.append((a.accelerator, memory, str(a.macs), sram, *cells))
     intro = (
         "Per NPU configuration, the smallest SRAM at which every model meets its latency "
         "budget (the models share the arena), and each model's latency there with the "
@@ -35,7 +36,7 @@ def answer_table(answers: list[ConfigAnswer]) -> Table:
         "Dedicated_Sram memory mode the arena lives in DRAM and the SRAM is its cache, so "
         "such a configuration can meet budgets with little or no SRAM, given its DRAM."
     )
-    return Table(intro, columns, "lrr" + "r" * len(models), rows)
+    return Table(intro, columns, "llrr" + "r" * len(models), rows)
 
 
 def _budget_table(answers: list[ConfigAnswer]) -> Table:

@@ -11,7 +11,7 @@ from matplotlib.axes import Axes
 from dse.convergence import History
 from dse.plots.figure import Plot, save
 
-__all__ = ["convergence_plot"]
+__all__ = ["convergence_plot", "convergence_title"]
 
 
 def _panel(ax: Axes, rows, x: int, label: str, vela_points: int) -> None:
@@ -42,6 +42,12 @@ def convergence_plot(history: History, out: Path) -> Plot:
     if reached is not None:
         by_trial.axvline(reached[0], color="tab:orange", ls=":", lw=1)
         by_time.axvline(reached[1], color="tab:orange", ls=":", lw=1)
-    fig.suptitle("Convergence: the front's hypervolume and the Vela points it matches")
+    fig.suptitle(convergence_title(history))
     fig.tight_layout()
     return save(fig, out, "convergence", "Convergence of the front over trials and seconds")
+
+
+def convergence_title(history: History) -> str:
+    """Names Vela's points only when the study holds some (`dse sweep --baseline vela`)."""
+    vela = " and the Vela points it matches" if history.vela_points else ""
+    return f"Convergence: the front's hypervolume{vela}"

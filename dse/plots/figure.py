@@ -19,9 +19,13 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 __all__ = [
     "KIB",
+    "ZERO_DRAWN",
+    "ZERO_NOTE",
     "Plot",
     "count_formatter",
     "cycles_axis",
+    "drawn_bytes",
+    "log_range",
     "save",
     "short_name",
     "size_axis",
@@ -30,6 +34,27 @@ __all__ = [
 
 KIB = 1024.0
 _MIN_TICKS, _MAX_TICKS = 5, 10
+# A point using no SRAM (the arena in DRAM, weights read in place) is drawn here on the log
+# SRAM axes, which have no 0, and the axis label says so.
+ZERO_DRAWN = 256.0
+ZERO_NOTE = f" (0 B drawn at {ZERO_DRAWN:.0f} B)"
+# A log axis spans at least this ratio, so one point or a narrow front gets round ticks.
+_MIN_SPAN = 4.0
+
+
+def drawn_bytes(nbytes: float) -> float:
+    """Where a byte count is drawn on a log axis (0 at ZERO_DRAWN)."""
+    return nbytes if nbytes > 0 else ZERO_DRAWN
+
+
+def log_range(low: float, high: float) -> tuple[float, float]:
+    """The limits of a log axis around [low, high]: a margin each side, and at least
+    _MIN_SPAN wide about the data's middle."""
+    low, high = low / 1.15, high * 1.15
+    if high / low < _MIN_SPAN:
+        middle = (low * high) ** 0.5
+        low, high = middle / _MIN_SPAN**0.5, middle * _MIN_SPAN**0.5
+    return low, high
 
 
 @dataclass(frozen=True)

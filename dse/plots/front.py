@@ -17,7 +17,18 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
-from dse.plots.figure import KIB, Plot, count_formatter, cycles_axis, save, size_axis
+from dse.plots.figure import (
+    KIB,
+    ZERO_DRAWN,
+    ZERO_NOTE,
+    Plot,
+    count_formatter,
+    cycles_axis,
+    drawn_bytes,
+    log_range,
+    save,
+    size_axis,
+)
 from dse.vela_points import SIZE, optimise
 
 __all__ = ["Budgets", "FrontData", "dram_plot", "front_plot"]
@@ -59,7 +70,7 @@ class FrontData:
 
 
 def _sram(rows: list[dict]) -> list[float]:
-    return [r["sram_used_bytes"] for r in rows]
+    return [drawn_bytes(r["sram_used_bytes"]) for r in rows]
 
 
 def _cycles(rows: list[dict]) -> list[float]:
@@ -190,9 +201,10 @@ def front_plot(data: FrontData, budgets: Budgets, out: Path) -> Plot:
         )
     ax.set_xscale("log")
     if xs:
-        ax.set_xlim(min(xs) / 1.15, max(xs) * 1.15)
-        size_axis(ax.xaxis, min(xs) / 1.15, max(xs) * 1.15)
-    ax.set_xlabel("SRAM used")
+        low, high = log_range(min(xs), max(xs))
+        ax.set_xlim(low, high)
+        size_axis(ax.xaxis, low, high)
+    ax.set_xlabel("SRAM used" + (ZERO_NOTE if min(xs, default=1) == ZERO_DRAWN else ""))
     cycles_axis(ax, data.clock_hz)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="best")
@@ -255,9 +267,10 @@ def dram_plot(data: FrontData, budgets: Budgets, out: Path) -> Plot:
     _budget_lines(ax, budgets, horizontal=False)
     ax.set_xscale("log")
     if xs:
-        ax.set_xlim(min(xs) / 1.15, max(xs) * 1.15)
-        size_axis(ax.xaxis, min(xs) / 1.15, max(xs) * 1.15)
-    ax.set_xlabel("SRAM used")
+        low, high = log_range(min(xs), max(xs))
+        ax.set_xlim(low, high)
+        size_axis(ax.xaxis, low, high)
+    ax.set_xlabel("SRAM used" + (ZERO_NOTE if min(xs, default=1) == ZERO_DRAWN else ""))
     ax.set_ylabel("DRAM traffic per inference (MiB read + written)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)

@@ -90,8 +90,15 @@ def memory_plot(timeline: Timeline, trial_number: int, out: Path) -> Plot:
     strip.set_yticks([])
     strip.set_ylabel("plans", rotation=0, ha="right", va="center", fontsize=8)
     strip.set_xlim(0, max(timeline.steps, 1))
-    strip.set_xlabel(
-        "schedule step (DMA copies and NPU stripes in order); purple: a cascade, with its layer "
-        "count; grey: one layer"
-    )
+    strip.set_xlabel(strip_label(timeline))
     return save(fig, out, "memory", f"SRAM over the schedule of trial {trial_number}")
+
+
+def strip_label(timeline: Timeline) -> str:
+    """The plans strip's legend: only the colours it draws."""
+    cascaded = any(span.layers > 1 for span in timeline.cascades)
+    return (
+        "schedule step (DMA copies and NPU stripes in order); "
+        + ("purple: a cascade, with its layer count; " if cascaded else "")
+        + "grey: one layer"
+    )

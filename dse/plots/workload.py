@@ -8,7 +8,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from dse.plots.figure import Plot, save, size_axis
+from dse.plots.figure import ZERO_NOTE, Plot, drawn_bytes, log_range, save, size_axis
 from dse.workload_answer import ConfigAnswer, ModelFront
 
 
@@ -17,34 +17,43 @@ def _steps(front: ModelFront, srams: list[int]) -> tuple[list[int], list[float]]
     for s in srams:
         best = front.fastest_within(s)
         if best is not None:
-            xs.append(s)
+            xs.append(drawn_bytes(s))
             ys.append(best.time_s * 1e3)
     return xs, ys
 
 
+def _sram_axis(ax, srams: list[int]) -> None:
+    if srams:
+        low, high = log_range(drawn_bytes(srams[0]), drawn_bytes(srams[-1]))
+        ax.set_xlim(low, high)
+        size_axis(ax.xaxis, low, high)
+
+
 def _srams(answers: list[ConfigAnswer]) -> list[int]:
-    return sorted({p.sram for a in answers for f in a.fronts for p in f.points if p.sram > 0})
+    return sorted({p.sram for a in answers for f in a.fronts for p in f.points})
 
 
 def workload_plot(answers: list[ConfigAnswer], out: Path) -> Plot:
     """One step curve per configuration of max over models of latency / budget."""
     fig, ax = plt.subplots(figsize=(8.5, 5))
     srams = _srams(answers)
-    for a in answers:
-        curve = [(s, r) for s, r in a.curve() if s > 0]
+    for i, a in enumerate(answers):
+        color = f"C{i}"
+        curve = [(drawn_bytes(s), r) for s, r in a.curve()]
         if curve:
             xs, ys = zip(*curve, strict=True)
-            ax.step(xs, ys, where="post", marker=".", label=f"{a.accelerator} ({a.memory_mode})")
-        if a.sram:
-            ax.plot([a.sram], [a.worst_ratio()], "o", color=ax.lines[-1].get_color(), ms=9,
-                    mfc="none")  # fmt: skip
+            ax.step(xs, ys, where="post", marker=".", color=color,
+                    label=f"{a.accelerator} ({a.memory_mode})")  # fmt: skip
+        if a.sram is not None:
+            ax.plot([drawn_bytes(a.sram)], [a.worst_ratio()], "o", color=color, ms=9, mfc="none")
     ax.axhline(1.0, color="black", lw=1, ls="--")
-    ax.text(srams[0] if srams else 1, 1.0, " every budget met below this line", va="bottom")
+    ax.text(drawn_bytes(srams[0]) if srams else 1, 1.0, " every budget met below this line",
+            va="bottom")  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")
-    if srams:
-        size_axis(ax.xaxis, srams[0], srams[-1])
-    ax.set_xlabel("SRAM (the largest any model of the workload uses)")
+    _sram_axis(ax, srams)
+    ax.set_xlabel("SRAM (the largest any model of the workload uses)"
+                  + (ZERO_NOTE if srams and srams[0] == 0 else ""))  # fmt: skip
     ax.set_ylabel("slowest model's latency / its budget")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="upper right")
@@ -62,7 +71,7 @@ def model_plots(answers: list[ConfigAnswer], out: Path) -> Plot:
     for ax, model in zip(axes[:, 0], models, strict=True):
         for a in answers:
             front = next(f for f in a.fronts if f.model == model)
-            xs, ys = _steps(front, [s for s in srams if s > 0])
+            xs, ys = _steps(front, srams)
             if xs:
                 ax.step(xs, ys, where="post", label=a.accelerator)
             budget = front.budget_s
@@ -70,8 +79,7 @@ def model_plots(answers: list[ConfigAnswer], out: Path) -> Plot:
             ax.axhline(budget * 1e3, color="black", lw=1, ls="--")
         ax.set_xscale("log")
         ax.set_yscale("log")
-        if srams:
-            size_axis(ax.xaxis, srams[0], srams[-1])
+        _sram_axis(ax, srams)
         ax.set_ylabel("ms")
         ax.set_title(f"{model}" + ("" if budget is None else f" (budget {budget * 1e3:.3g} ms)"),
                      fontsize=9)  # fmt: skip
