@@ -14,10 +14,10 @@ cascader's points alone match, and, for --jobs 2, the speed-up over --jobs 1 of 
 from __future__ import annotations
 
 import contextlib
-import csv
 import io
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -29,6 +29,9 @@ from cascader.testing.shared import shared_dir
 from dse.cli import main
 from dse.front import pareto_front
 from dse.study import load_settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from quality_union import matched, vela_dense_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOAD = Path(os.environ.get("DSE_BENCH_WORKLOAD", ROOT / "examples" / "soc_workload.toml"))
@@ -44,28 +47,6 @@ def _run(out: Path, jobs: int) -> None:
     argv += ["--out", str(out), "--json"] + (["--trials", TRIALS] if TRIALS else [])
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(argv) == 0
-
-
-def vela_dense_sweep() -> dict[tuple[str, str, str], list[tuple[float, float]]]:
-    """Vela 5.2's own dense arena sweeps (../shared/baselines): (SRAM used, cycles) by (model,
-    accelerator, memory mode)."""
-    rows: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
-    path = shared_dir() / "baselines" / "vela_5.2.0.csv"
-    with path.open(newline="") as f:
-        for r in csv.DictReader(f):
-            if r["suite"] == "dense_sweep" and r["core"] == "regor" and r["status"] == "ok":
-                key = (r["model"], r["accelerator"], r["memory_mode"])
-                rows.setdefault(key, []).append(
-                    (float(r["sram_used_kib"]) * 1024, float(r["cycles_total"]))
-                )
-    return rows
-
-
-def _matched(front: list[dict], points: list[tuple[float, float]]) -> int:
-    return sum(
-        any(p["sram_used_bytes"] <= s + 0.5 and p["total_cycles"] <= c for p in front)
-        for s, c in points
-    )
 
 
 def _measured(out: Path) -> dict:
@@ -85,8 +66,8 @@ def _measured(out: Path) -> dict:
         if key in dense:
             cascader = [t for t in complete if t.user_attrs["metrics"]["producer"] == "cascader"]
             own = [t.user_attrs["metrics"] for t in pareto_front(study, cascader)]
-            union += _matched(front, dense[key])
-            ours += _matched(own, dense[key])
+            union += matched(front, dense[key])
+            ours += matched(own, dense[key])
             total_points += len(dense[key])
     scored = sum(seconds.values()) or 1.0
     return {

@@ -43,22 +43,26 @@ class StudyRun:
     recorder: TrialRecorder
     done: int = 0
     out_of_tickets: bool = False
+    ready: bool = True  # the process scoring this study's points has room for one more
 
 
-# Chooses the study whose ticket is taken next, among all of the run's (a pick may issue a
-# ticket to the study it chooses and clear its `out_of_tickets`); None: the run is done.
+# Chooses the study whose ticket is taken next among the `ready` ones, seeing all of the run's
+# (a pick may issue a ticket to the study it chooses and clear its `out_of_tickets`); None:
+# nothing to take now (the run ends when nothing is being scored either).
 Pick = Callable[[list["StudyRun"]], "StudyRun | None"]
 OnDone = Callable[[StudyRun, FrozenTrial], None]
 
 
-def affinity(point: DesignPoint) -> Hashable:
-    """What a worker keeps between points: the cascader's proposals of one option set."""
-    return point.config().options
+def affinity(point: DesignPoint, studies: int) -> Hashable:
+    """What a scorer keeps between points: of a study alone, the cascader's proposals of one
+    option set; of several, the whole study (its session and all its proposals), so no two
+    processes build the same session or run the same cascade."""
+    return point.config().options if studies == 1 else None
 
 
 def first_open(runs: list[StudyRun]) -> StudyRun | None:
-    """The default pick: studies in order, each to its last ticket."""
-    return next((run for run in runs if not run.out_of_tickets), None)
+    """The default pick: studies in order, each to its last ticket (of those `ready`)."""
+    return next((run for run in runs if run.ready and not run.out_of_tickets), None)
 
 
 def study_run(
@@ -101,12 +105,14 @@ def _run(runs: list[StudyRun], pool: ScoringPool, on_done: OnDone | None, pick: 
             fail_stale(run.study)
         while True:
             while pool.has_room():
+                for run in runs:  # a study of several is scored where its session is
+                    run.ready = len(runs) == 1 or pool.has_room_for(run.settings, None)
                 asked = _ask(runs, pick)
                 if asked is None:
                     break
                 run, trial, point = asked
                 try:  # this process may score it here, at once
-                    future = pool.submit(run.settings, point, affinity(point))
+                    future = pool.submit(run.settings, point, affinity(point, len(runs)))
                 except BaseException:
                     _give_back(run, trial)
                     raise

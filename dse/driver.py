@@ -54,6 +54,11 @@ def space_of(settings: StudySettings) -> SearchSpace:
 ScoreAll = Callable[[list[DesignPoint]], list[Estimate]]
 
 
+def probe_points(space: SearchSpace, count: int) -> list[DesignPoint]:
+    """The floor probes of a new study's first `count` seed kinds: each at the lowest pool."""
+    return [replace(kind, sram_pool_bytes=space.low) for kind in space.seed_kinds()[:count]]
+
+
 def floor_seeds(
     space: SearchSpace, score_all: ScoreAll, count: int
 ) -> tuple[list[dict], list[int | None]]:
@@ -66,7 +71,7 @@ def floor_seeds(
     seeds: list[dict] = []
     floors: list[int | None] = []
     kinds = space.seed_kinds()[:count]
-    probes = score_all([replace(kind, sram_pool_bytes=space.low) for kind in kinds])
+    probes = score_all(probe_points(space, count))
     for kind, probe in zip(kinds, probes, strict=True):
         need = probe.sram_used_bytes
         pool = None if need is None else space.low if probe.fits else align(need)
@@ -77,25 +82,33 @@ def floor_seeds(
 
 
 def issue_trials(
-    study: optuna.Study, n_trials: int, by: str, score_all: ScoreAll | None = None
+    study: optuna.Study,
+    n_trials: int,
+    by: str,
+    score_all: ScoreAll | None = None,
+    seeded_as: int | None = None,
 ) -> int:
     """Enqueue this command's share of trials: for a grid study, unvisited grid points; for a
     new study, seed points first: Vela's compiler at its own dense-sweep arena sizes
-    (SearchSpace.vela_seeds: each a compile of a fraction of a second), then with
+    (SearchSpace.vela_seeds: each a compile of a fraction of a second; issued on top of
+    `n_trials`, so a union study's explorer keeps every trial asked for), then with
     `score_all`, each cascader seed kind at its floor (see floor_seeds), then points spread
-    over the pool range (see SearchSpace.seed_points)."""
+    over the pool range (see SearchSpace.seed_points). The seed counts are those of a study
+    of `seeded_as` trials (default `n_trials`: a workload issues part of a study's trials
+    first, seeded as the whole)."""
     settings = load_settings(study)
     space = space_of(settings)
     if settings.sampler == "grid":
         return issue(study, n_trials, space.grid_points(), by)
-    new = not study.trials
-    seeds = space.vela_seeds() if new else []
-    count = n_trials // SEED_SHARE if new else 0
+    new = not study.trials and n_trials > 0
+    vela = space.vela_seeds() if new else []  # on top of the trials asked: they are Vela's
+    seeded_as = n_trials if seeded_as is None else seeded_as
+    count = seeded_as // SEED_SHARE if new else 0
     kinds, floors = floor_seeds(space, score_all, count) if score_all is not None else ([], [])
-    seeds += kinds
-    spine = max(count - len(kinds), n_trials // SPINE_SHARE if new else 0)
+    seeds = vela + kinds
+    spine = max(count - len(kinds), seeded_as // SPINE_SHARE if new else 0)
     seeds += [p for p in space.seed_points(spine, floors) if p not in seeds]
-    return issue(study, n_trials, None, by, seeds)
+    return issue(study, n_trials + len(vela), None, by, seeds)
 
 
 def run_sweep(

@@ -9,12 +9,13 @@ from dse.sizes import format_size
 
 
 def pareto_front(
-    study: optuna.Study, trials: list[optuna.trial.FrozenTrial] | None = None
+    study: optuna.Study | None, trials: list[optuna.trial.FrozenTrial] | None = None
 ) -> list[optuna.trial.FrozenTrial]:
     """The study's feasible (fitting) completed trials no other one dominates, as Optuna's
     `best_trials` picks them but without its deep copy of every trial (front refinement asks
     before most trials). `trials`: the study's trials when the caller has them already."""
     if trials is None:
+        assert study is not None, "give the study or its trials"
         trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     feasible = sorted(
         (

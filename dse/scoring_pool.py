@@ -138,6 +138,12 @@ class ScoringPool:
     def has_room(self) -> bool:
         return any(load < room for load, room in zip(self._load, self._room, strict=True))
 
+    def has_room_for(self, settings: StudySettings, affinity: Hashable) -> bool:
+        """Whether the scorer owning `affinity` of the study (any, when none owns it yet)
+        has room."""
+        slot = self._owner.get((settings_key(settings), affinity))
+        return self.has_room() if slot is None else self._load[slot] < self._room[slot]
+
     def submit(self, settings: StudySettings, point: DesignPoint, affinity: Hashable) -> Future:
         """Score `point` on the scorer that owns `affinity` if it has room, else on the one
         with most room left (which then owns it). Call only while `has_room()`."""

@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import optuna
+from optuna.trial import FrozenTrial, TrialState
 
 from dse.front import pareto_front
-from dse.study import load_settings
+from dse.study import StudySettings, load_settings
 from dse.workload import WORKLOAD_ATTR
 
 
@@ -103,27 +104,33 @@ def config_answer(
     return ConfigAnswer(accelerator, system, mode, tuple(fronts), sram, points, ())
 
 
-def model_front(study: optuna.Study) -> ModelFront:
-    attr = study.user_attrs[WORKLOAD_ATTR]
+def model_front(name: str, attr: dict, trials: list[FrozenTrial]) -> ModelFront:
+    """The front of study `name` (workload attr `attr`) from its completed `trials`."""
     points = []
-    for t in pareto_front(study):
+    for t in pareto_front(None, trials):
         m = t.user_attrs["metrics"]
         points.append(ModelPoint(int(m["sram_used_bytes"]), float(m["inference_time_s"]),
                                  float(m["total_cycles"]), m.get("producer", "cascader"),
                                  t.number))  # fmt: skip
-    return ModelFront(attr["model"], attr["budget_s"], attr["weight"], tuple(points),
-                      study.study_name)  # fmt: skip
+    return ModelFront(attr["model"], attr["budget_s"], attr["weight"], tuple(points), name)
+
+
+def answers_of(fronts: list[tuple[StudySettings, ModelFront]]) -> list[ConfigAnswer]:
+    """Each configuration's answer from its models' fronts, in the order they come."""
+    by_config: dict[tuple[str, str, str], list[ModelFront]] = {}
+    for s, front in fronts:
+        by_config.setdefault((s.accelerator, s.system_config, s.memory_mode), []).append(front)
+    return [config_answer(*key, group) for key, group in by_config.items()]
 
 
 def workload_answers(studies: list[optuna.Study]) -> list[ConfigAnswer]:
-    """Each configuration's answer, in the order its studies come."""
-    by_config: dict[tuple[str, str, str], list[ModelFront]] = {}
+    """Each configuration's answer, read from the studies' storage."""
+    fronts = []
     for study in studies:
-        s = load_settings(study)
-        by_config.setdefault((s.accelerator, s.system_config, s.memory_mode), []).append(
-            model_front(study)
-        )
-    return [config_answer(*key, fronts) for key, fronts in by_config.items()]
+        trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        front = model_front(study.study_name, study.user_attrs[WORKLOAD_ATTR], trials)
+        fronts.append((load_settings(study), front))
+    return answers_of(fronts)
 
 
 def fewest_macs(answers: list[ConfigAnswer], max_sram: int | None) -> ConfigAnswer | None:

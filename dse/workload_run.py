@@ -8,16 +8,26 @@ from __future__ import annotations
 
 import argparse
 import json
+from concurrent.futures import wait
 from pathlib import Path
 
+from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
 from cascader.ethosu.errors import DeviceConfigError
 from cascader.ethosu.vela_arch import check_vela_system
 from cascader.frontend.tflite_check import ModelError, parse_tflite, read_model
+from cascader.point import Estimate
 from dse.coordinator import StudyRun, run_studies, study_run
 from dse.database import shown_url
-from dse.driver import SEED_SHARE, SPINE_SHARE, issue_trials, make_sampler, space_of
+from dse.driver import (
+    SEED_SHARE,
+    SPINE_SHARE,
+    issue_trials,
+    make_sampler,
+    probe_points,
+    space_of,
+)
 from dse.errors import BadInput
 from dse.evaluators import make_evaluator
 from dse.objective import Evaluator
@@ -27,7 +37,13 @@ from dse.space import SearchSpace
 from dse.study import StudySettings, create_or_continue, default_storage, open_storage
 from dse.tickets import issue, waiting_tickets
 from dse.workload import WORKLOAD_ATTR, Workload, accelerators_of, from_command_line, from_file
-from dse.workload_answer import ConfigAnswer, ModelPoint, workload_answers
+from dse.workload_answer import (
+    ConfigAnswer,
+    ModelPoint,
+    answers_of,
+    model_front,
+    workload_answers,
+)
 from dse.workload_text import format_answers
 
 # Of a workload's trials, this share is issued to each study up front (at least its seeds);
@@ -36,10 +52,10 @@ UP_FRONT = 0.5
 
 
 def up_front_seeds(space: SearchSpace, trials: int) -> int:
-    """Trials a new study needs for its seeds and a few sampled ones: Vela's ladder, the
-    cascader's floor probes and spine (dse.driver.issue_trials), then four."""
+    """Trials a new study needs for its seeds and a few sampled ones: the cascader's floor
+    probes and spine (dse.driver.issue_trials; Vela's ladder comes on top), then four."""
     cascader = trials // SEED_SHARE + trials // SPINE_SHARE if "cascader" in space.producers else 0
-    return len(space.vela_seeds()) + cascader + 4
+    return cascader + 4
 
 
 def workload_of(args: argparse.Namespace, default_accelerator: str) -> Workload:
@@ -98,25 +114,62 @@ class Picker:
     """Takes each study's up-front tickets evenly (the study with fewest trials done first),
     then spends `extra` trials one at a time on the studies of the models that decide each
     configuration's answer: the model needing the most SRAM to meet its budget, or a model
-    meeting it nowhere yet (more trials there move the answer; elsewhere they cannot)."""
+    meeting it nowhere yet (more trials there move the answer; elsewhere they cannot). It
+    follows the results as they come (`observe`), so choosing reads no storage."""
 
-    def __init__(self, extra: int) -> None:
+    def __init__(self, runs: list[StudyRun], attrs: dict[str, dict], extra: int) -> None:
         self.extra = extra
+        self.attrs = attrs
+        self.done: dict[str, list[FrozenTrial]] = {
+            r.study.study_name: r.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            for r in runs
+        }
+
+    def observe(self, run: StudyRun, trial: FrozenTrial) -> None:
+        self.done[run.study.study_name].append(trial)
 
     def __call__(self, runs: list[StudyRun]) -> StudyRun | None:
         open_runs = [run for run in runs if not run.out_of_tickets]
         if open_runs:
-            return min(open_runs, key=lambda run: run.done)
+            ready = [run for run in open_runs if run.ready]
+            return min(ready, key=lambda run: run.done) if ready else None
         if self.extra <= 0:
             return None
-        deciding = {name for answer in workload_answers([r.study for r in runs])
-                    for name in _deciding(answer)}  # fmt: skip
+        names = [r.study.study_name for r in runs]
+        fronts = [(r.settings, model_front(name, self.attrs[name], self.done[name]))
+                  for r, name in zip(runs, names, strict=True)]  # fmt: skip
+        deciding = {name for answer in answers_of(fronts) for name in _deciding(answer)}
         candidates = [run for run in runs if run.study.study_name in deciding] or runs
-        run = min(candidates, key=lambda r: r.done)
+        # Where the deciding studies' process is busy, another process is not left idle:
+        # it takes a trial of one of its own studies.
+        ready = [run for run in candidates if run.ready] or [run for run in runs if run.ready]
+        if not ready:
+            return None
+        run = min(ready, key=lambda r: r.done)
         issue(run.study, 1, None, by="workload")
         run.out_of_tickets = False
         self.extra -= 1
         return run
+
+
+def _probe_floors(
+    runs: list[StudyRun], pool: ScoringPool, trials: int
+) -> list[tuple[StudyRun, list[Estimate]]]:
+    """Every new study's floor probes (dse.driver.floor_seeds), all handed to the pool at
+    once, each where its study is scored, so studies are probed side by side."""
+    count = trials // SEED_SHARE
+    asked = [
+        (run, [pool.submit(run.settings, point, None)
+               for point in (probe_points(run.space, count) if not run.study.trials else [])])
+        for run in runs
+    ]  # fmt: skip
+    probed = []
+    for run, futures in asked:
+        wait(futures)
+        for future in futures:
+            pool.taken(future)
+        probed.append((run, [future.result().estimate for future in futures]))
+    return probed
 
 
 def _deciding(answer: ConfigAnswer) -> list[str]:
@@ -162,17 +215,25 @@ def run_workload(args: argparse.Namespace, settings_from_args, default_accelerat
         say(f"{len(runs)} studies: probing where each starts to fit, in {args.jobs} process(es)")
         left = sum(waiting_tickets(run.study) for run in runs)
         issued = left  # an interrupted run's rest is finished first, and nothing more asked
-        for run in [] if left else runs:  # each study's floors probed across the pool
+        shares = 0
+        probed = [] if left else _probe_floors(runs, pool, args.trials)
+        for run, estimates in probed:
             share = max(round(args.trials * UP_FRONT), up_front_seeds(run.space, args.trials))
+            shares += min(share, args.trials)
             issued += issue_trials(
                 run.study, min(share, args.trials), by="workload",
-                score_all=lambda points, s=run.settings: pool.score_all(s, points),
+                score_all=lambda _points, found=estimates: found, seeded_as=args.trials,
             )  # fmt: skip
-        extra = 0 if left else max(0, args.trials * len(runs) - issued)
+        extra = 0 if left else max(0, args.trials * len(runs) - shares)
         total = issued + extra
+        picker = Picker(runs, {name: attr for name, _, attr in planned}, extra)
         with tqdm(total=total, disable=args.json, unit="trial", leave=False) as bar:
-            run_studies(runs, pool, on_done=lambda _run, _trial: bar.update(1),
-                        pick=Picker(extra))  # fmt: skip
+
+            def done(run: StudyRun, trial: FrozenTrial) -> None:
+                picker.observe(run, trial)
+                bar.update(1)
+
+            run_studies(runs, pool, on_done=done, pick=picker)
     answers = workload_answers([run.study for run in runs])
     if args.json:
         print(json.dumps(_json(workload, answers, storage_url), indent=2))
