@@ -22,7 +22,7 @@ from cascader.core.options import CascaderOptions
 from cascader.ethosu.codegen import Compiled, generate, scored_ops
 from cascader.ethosu.memory import SystemMemory
 from cascader.ethosu.perf import evaluate
-from cascader.frontend.passes import front_half
+from cascader.frontend.passes import FrontHalf, front_half
 from cascader.frontend.tflite_import import load_tflite
 from cascader.ir.origins import TfliteOrigin
 from cascader.point import Device, Estimate, PointConfig
@@ -48,9 +48,11 @@ class Front:
         return PointScheduler(self.network)
 
 
-def load_front(model: bytes, accelerator: str) -> Front:
-    """Import, partition and legalize `model` and build its cascader graph for `accelerator`."""
-    half = front_half(model)
+def load_front(model: bytes, accelerator: str, half: FrontHalf | None = None) -> Front:
+    """Import, partition and legalize `model` and build its cascader graph for `accelerator`.
+    `half`: the model's `front_half` when the caller has it (it does not depend on the
+    accelerator, and building the graph leaves it as it was)."""
+    half = front_half(model) if half is None else half
     sha = hashlib.sha256(model).hexdigest()
     net = network(list(half.functions), accelerator, half.ties)
     return Front(sha, net, half.host_ops, half.origins)

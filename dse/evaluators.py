@@ -4,9 +4,11 @@ rebuild it from the stored settings alone."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 from pathlib import Path
 
+from cascader.core.lru import LruCache
 from cascader.point import Estimate
 from dse.cache_stats import CacheCounter
 from dse.errors import BadInput
@@ -33,6 +35,12 @@ def source_file(settings: StudySettings) -> Path:
     return path
 
 
+# Per process: each model's front half (TFLite import, NPU partition, legalize), which does
+# not depend on the accelerator, by the model's sha256, so a workload's studies of one model
+# on several NPU configurations import it once. Bounded: a workload has a few models.
+_FRONT_HALVES = LruCache(8)
+
+
 class ModelEvaluator:
     """Scores points on a .tflite model: the cascader's schedule of the point, costed by
     Vela's performance model. One `Session` per process holds the model's front half, its
@@ -40,7 +48,9 @@ class ModelEvaluator:
 
     def __init__(self, settings: StudySettings, path: Path) -> None:
         from cascader.frontend.legalize import LegalizeError
-        from cascader.pipeline import Session
+        from cascader.frontend.passes import front_half
+        from cascader.frontend.tflite_import import load_tflite
+        from cascader.pipeline import Session, load_front
         from cascader.point import Device
 
         self.settings = settings
@@ -50,7 +60,14 @@ class ModelEvaluator:
         # Names and the model are checked here, before a study is created or touched.
         device.memory(settings.sram_max)
         try:
-            self.session = Session(path, device)
+            model = load_tflite(path)
+            sha = hashlib.sha256(model).hexdigest()
+            half = _FRONT_HALVES.lookup(sha)
+            if half is None:
+                half = front_half(model)
+                _FRONT_HALVES.keep(sha, half)
+            front = load_front(model, settings.accelerator, half)
+            self.session = Session(path, device, front)
         except LegalizeError as error:
             raise BadInput(f"{path}: {error}") from None
         if not self.session.front.network.graph.parts:

@@ -77,7 +77,8 @@ def parse_producers(text: str | None, kind: str, accelerator: str) -> tuple[str,
 
 def settings_from_args(args: argparse.Namespace) -> StudySettings:
     """The settings of a new study, the defaults filling what the command line leaves out."""
-    kind, given = ("graph", args.graph) if args.graph else ("model", args.model)
+    model = args.model[0] if isinstance(args.model, list) else args.model  # --model repeats
+    kind, given = ("graph", args.graph) if args.graph else ("model", model)
     path = Path(given)
     sha256 = source_sha256(kind, path)  # refuses a missing, special or oversized file
     accelerator = args.accelerator_config or DEFAULT_ACCELERATOR
@@ -141,8 +142,6 @@ def _sweep(args: argparse.Namespace) -> int:
         )
     if bool(args.model) == bool(args.graph):
         raise BadInput("give exactly one of --model M.tflite or --graph G.json")
-    if args.model:
-        args.model = args.model[0]
     out = Path(args.out)
     storage_url = args.storage or default_storage(out)
     storage = open_if_present(storage_url)
