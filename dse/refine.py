@@ -14,6 +14,28 @@ options of the points just above it (each pool takes the proposal the cascader r
 within it, by its own cost rather than Vela's, so an option set's schedule at a pool inside
 the gap can be one that a step down from the point above it skips), and just below its upper
 end with mixes of its two ends' options (`crossings`).
+
+Vela's own compiler (`vela` points) has no staircase of proposals: its (SRAM used, cycles)
+jumps about with its arena size limit, so an arena between two tried ones can give a
+schedule that uses less SRAM *and* fewer cycles than both (Ethos-U85, mobilenet_like_96:
+arena 30,048 B gives 26,864 B at 492,509 cycles, arena 32,768 B 28,912 B at 492,711). Its
+points are refined by bisecting the arena (`vela_refinements`), in three tiers: first the
+pools below each front point (between it and the next smaller pool tried with its options,
+where its schedule, or a better one, may start with less SRAM; and the bottom of the pool
+range for an option set near the front not run there yet), then a step down from each front
+point to just below the SRAM it used (`steps`: its options must find another schedule there,
+often the same one packed tighter), then every other pair; within a tier the widest pair
+first, a pair split until its pools are BISECT_RATIO apart or its two results are equal.
+Ranked by the area of the front gap they land in, as steps are, the bisections spent most
+trials in gaps no arena fills, and reached last the Vela points a fraction of a percent
+better than the front (thin gaps). A `vela` refinement competes with the steps and probes by
+the gap its pool lands in, so a study of both producers still refines where its front is
+emptiest.
+
+The system attrs that mark a refinement trial name the trial it came from: STEP_OF (a step),
+PROBE_OF (a gap probe: the trial whose options it took), BISECT_OF (an arena bisection: the
+trial at the lower pool of the pair it splits, or the option set's smallest pool when it
+tries the bottom of the range).
 """
 
 from __future__ import annotations
@@ -34,6 +56,7 @@ from dse.space import SRAM_ALIGN
 
 STEP_OF = "dse.step_of"  # system attr: the front trial a step trial came from
 PROBE_OF = "dse.probe_of"  # system attr: the trial whose options a gap probe took
+BISECT_OF = "dse.bisect_of"  # system attr: the lower trial of the pair an arena bisection split
 POOL = "sram_units"  # the pool parameter, in SRAM_ALIGN units
 # Of every STEP_CYCLE sampler trials, all but one step while a step is left. A step costs a
 # schedule (about 0.05 s on MobileNetV2) where a sampled trial of a new option set costs a
@@ -63,11 +86,15 @@ def steps(
     A trial whose pool was more than it used found no new schedule up to its pool, so its
     step up goes past the pool, and a step trial's twice as far past what it used: sparse
     proposals (a multi-dimensional floor whose next proposal is 40% bigger) are reached in
-    a few doublings, not dozens of steps."""
-    if not trial.params.get("enable_cascader", True):
-        return None, None
+    a few doublings, not dozens of steps. A `vela` point steps down only, whatever its pool
+    or options: the arena bisection (`vela_refinements`) covers the pools above it."""
     metrics = trial.user_attrs["metrics"]
     used = metrics["sram_used_bytes"]
+    if producer(trial.params) == "vela":
+        down = (used - 1) // SRAM_ALIGN
+        return ({**trial.params, POOL: down} if low_units <= down <= high_units else None), None
+    if not trial.params.get("enable_cascader", True):
+        return None, None
     # A point on its options' first proposal has no smaller schedule to step down to.
     first = metrics.get("cascader", {}).get("chosen_index") == 0
     down = None if first else (used - 1) // SRAM_ALIGN
@@ -189,14 +216,113 @@ def gap_probes(
     return probes
 
 
+def producer(params: dict[str, Any]) -> str:
+    """Who makes the point of these trial parameters: a study of both producers asks for it;
+    a study of Vela's alone asks for Vela's options only."""
+    return params.get("producer") or ("vela" if "vela_optimise" in params else "cascader")
+
+
+def _vela_key(params: dict[str, Any]) -> tuple:
+    """A `vela` point's options (optimise, disabled features, allocator), without its pool and
+    the cascader options a study of both producers also asks for (Vela ignores them)."""
+    return tuple(sorted((k, v) for k, v in params.items() if k.startswith("vela_")))
+
+
+def _taken_params(trial: FrozenTrial) -> dict[str, Any]:
+    return trial.system_attrs.get("fixed_params") or trial.params
+
+
+# A pair of `vela` trials whose pools are at most this ratio apart is not split (a 1.5x step
+# of Vela's ladder is split four times at most). Ethos-U85 schedules of mobilenet_like_96
+# change every 1-3% of arena, yet splitting to 1.02 matched no more of Vela's points of a
+# 1/8-octave arena sweep, over seven U85 models and sizes: the finer pairs took trials from
+# the wider ones.
+BISECT_RATIO = 1.05
+
+
+def _result(trial: FrozenTrial) -> tuple:
+    metrics = trial.user_attrs["metrics"]
+    return metrics.get("sram_used_bytes"), metrics.get("total_cycles")
+
+
+def bisections(
+    trials: list[FrozenTrial], low_units: int, high_units: int
+) -> list[tuple[float, FrozenTrial, FrozenTrial, dict[str, Any]]]:
+    """The arena bisections of the `vela` points among the taken `trials`: per option set,
+    its pools in order; between two adjacent ones run by completed trials whose results (SRAM
+    used, cycles) differ and whose pools are more than BISECT_RATIO apart, the aligned pool at
+    their geometric middle with the lower trial's parameters. Each as (log of the pools'
+    ratio, lower trial, upper trial, parameters). A pair with a running or waiting trial of
+    its options between them is being split already."""
+    pools: dict[tuple, dict[int, FrozenTrial]] = {}
+    for t in trials:
+        params = _taken_params(t)
+        if producer(params) != "vela":
+            continue
+        at = pools.setdefault(_vela_key(params), {})
+        kept = at.get(params[POOL])
+        if kept is None or (kept.state != TrialState.COMPLETE and t.state == TrialState.COMPLETE):
+            at[params[POOL]] = t
+    found = []
+    for at in pools.values():
+        for (a, low), (b, high) in itertools.pairwise(sorted(at.items())):
+            if not low.state == high.state == TrialState.COMPLETE:
+                continue
+            middle = round(math.sqrt(a * b))
+            if _result(low) == _result(high) or b <= a * BISECT_RATIO or not a < middle < b:
+                continue
+            if low_units <= middle <= high_units:
+                found.append((math.log(b / a), low, high, {**low.params, POOL: middle}))
+    return found
+
+
+def vela_refinements(
+    trials: list[FrozenTrial], front: list[FrozenTrial], low_units: int, high_units: int
+) -> list[tuple[str, FrozenTrial, dict[str, Any]]]:
+    """The `vela` refinements of the taken `trials` in the order they are taken (see the
+    module docstring), each with its system attr and origin trial: the `bisections` just
+    below a `front` point and each option set's pool at the bottom of the range (from its
+    smallest pool, when that trial is near the front), the widest first; the `steps` down
+    from the front's `vela` points; the other bisections, the widest first. Some may have
+    been taken already."""
+    completed = [t for t in trials if t.state == TrialState.COMPLETE]
+    on_front = {t.number for t in front}
+    near = {t.number for t in near_front(completed)}
+    pairs = sorted(bisections(trials, low_units, high_units), key=lambda b: -b[0])
+    smallest: dict[tuple, FrozenTrial] = {}
+    for t in trials:
+        params = _taken_params(t)
+        key = _vela_key(params)
+        if producer(params) == "vela" and (
+            key not in smallest or params[POOL] < _taken_params(smallest[key])[POOL]
+        ):
+            smallest[key] = t
+    bottoms = [
+        (math.log(t.params[POOL] / low_units), t, {**t.params, POOL: low_units})
+        for t in smallest.values()
+        if t.number in near and t.params[POOL] > low_units * BISECT_RATIO
+    ]
+    below = [(w, low, p) for w, low, high, p in pairs if high.number in on_front] + bottoms
+    ordered = [(BISECT_OF, t, p) for _, t, p in sorted(below, key=lambda b: -b[0])]
+    ordered += [
+        (STEP_OF, t, steps(t, low_units, high_units)[0])
+        for t in front
+        if producer(t.params) == "vela"
+    ]
+    ordered += [(BISECT_OF, low, p) for _, low, high, p in pairs if high.number not in on_front]
+    return [(attr, t, p) for attr, t, p in ordered if p is not None]
+
+
 def next_step(
     study: Study, trial: FrozenTrial, low_units: int, high_units: int, sole_asker: bool = False
 ) -> tuple[str, int, dict[str, Any]] | None:
     """The refinement no trial has taken yet into the front's largest gap: a step from a
     point near the front (ties: the smaller SRAM, down before up) or, on a tie after the
-    steps, a gap probe (`gap_probes`); with the system attr that marks it (STEP_OF or
-    PROBE_OF) and its origin trial. None while another trial runs: a trial is RUNNING
-    before its sampler is asked, so of two processes choosing at once the later one sees
+    steps, a gap probe (`gap_probes`); or, when the gap its pool lands in (the rectangle
+    just below the pool) is larger, the first of the `vela_refinements` not taken (a `vela`
+    point's step down is one of those); with the system attr that marks it (STEP_OF,
+    PROBE_OF or BISECT_OF) and its origin trial. None while another trial runs: a trial is
+    RUNNING before its sampler is asked, so of two processes choosing at once the later one sees
     the other and leaves the refinements alone, and none is ever taken twice. A
     `sole_asker` (the one process asking every trial of the study, dse.coordinator) steps
     while its own trials are scored: their parameters are stored before the next ask."""
@@ -205,8 +331,7 @@ def next_step(
     for t in trials:
         if t.state == TrialState.RUNNING and t.number != trial.number and not sole_asker:
             return None
-        params = t.system_attrs.get("fixed_params") or t.params
-        taken.add(_params_key(params))
+        taken.add(_params_key(_taken_params(t)))
     completed = [t for t in trials if t.state == TrialState.COMPLETE]
     front_trials = pareto_front(study, completed)
     front = sorted(map(_cost, front_trials))
@@ -214,6 +339,7 @@ def next_step(
     candidates = [
         (_gap(front, srams, _cost(origin)[0], bool(up)), STEP_OF, origin, params)
         for origin in near_front(completed)
+        if producer(origin.params) != "vela"
         for up, params in enumerate(steps(origin, low_units, high_units))
     ]
     candidates += [
@@ -226,6 +352,12 @@ def next_step(
             continue
         if best is None or gap > best[0]:
             best = (gap, attr, origin.number, params)
+    for attr, origin, params in vela_refinements(trials, front_trials, low_units, high_units):
+        if _params_key(params) not in taken:
+            lands = _gap(front, srams, math.log((params[POOL] + 1) * SRAM_ALIGN), False)
+            if best is None or lands > best[0]:
+                best = (lands, attr, origin.number, params)
+            break
     return None if best is None else best[1:]
 
 

@@ -17,7 +17,7 @@ import pytest
 from cascader.ethosu.vela_compiler import VelaOptions, compile_model
 from dse.cli import main
 from dse.front import pareto_front
-from dse.space import VELA_LADDER
+from dse.space import VELA_LADDER, align_down
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 
@@ -53,7 +53,7 @@ def u55(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def u85(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("u85")
-    _sweep(out, "--accelerator-config", "ethos-u85-256")
+    _sweep(out, "--accelerator-config", "ethos-u85-256", trials=50)
     return out
 
 
@@ -74,19 +74,33 @@ def test_a_u55_study_has_both_producers_and_its_front_holds_vela_s_dense_sweep(u
 
 
 def test_a_u85_study_is_vela_s_alone_and_matches_its_arena_sweep(u85: Path) -> None:
+    """Vela's points at every 1/8 octave of arena from 16 to 256 KiB, 28 of the 33 between
+    the seeded ladder's sizes: its (SRAM used, cycles) is not monotone in the arena, and the
+    arena bisection (dse.refine) finds the points between. Not all: some lie in windows of
+    1-3% of arena and beat the front by a fraction of a percent (arena 30,048 B: 26,864 B at
+    492,509 cycles, where the front has 26,864 B at 499,679 and 28,912 B at 492,711). With 50
+    trials the front matches all but at most 8 exactly (4 with this seed, 4 to 7 with seeds
+    1-5, where front steps alone left 10 to 12) and comes within 5% of the cycles of each one
+    it misses with no more SRAM (2.2% with this seed, at most 4.5% with seeds 1-5, where front
+    steps alone left up to 12.5%)."""
     study = _study(u85)
     trials = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
     assert {t.user_attrs["metrics"]["producer"] for t in trials} == {"vela"}
     assert "stripe_factors" not in trials[0].params  # no cascader option is asked for
+    assert any("dse.bisect_of" in t.system_attrs for t in trials)
     front = _front(study)
+    arenas = sorted({align_down(round(16 * 1024 * 2 ** (i / 8))) for i in range(33)})
+    assert len(arenas) == 33 and len(set(arenas) - set(VELA_LADDER)) == 28
     missed = []
-    for arena in VELA_LADDER[:9]:  # 16..256 KiB, Vela's dense-sweep sizes
+    for arena in arenas:
         options = VelaOptions("ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Dedicated_Sram_384KB",
                               arena_size_limit=arena)  # fmt: skip
         vela = compile_model(EXAMPLE, options)
         if not _matched(front, vela.sram_used_bytes, vela.total_cycles):
             missed.append((arena, vela.sram_used_bytes, vela.total_cycles))
-    assert not missed, missed
+    assert len(missed) <= 8, missed
+    for arena, sram, cycles in missed:
+        assert _matched(front, sram, cycles * 1.05), (arena, sram, cycles, front)
 
 
 @pytest.mark.parametrize("device", ["u55", "u85"])

@@ -18,15 +18,18 @@ from dse.evaluators import make_evaluator
 from dse.front import pareto_front
 from dse.objective import TrialRecorder
 from dse.refine import (
+    BISECT_OF,
     PROBE_OF,
     STEP_OF,
     above_floor,
+    bisections,
     crossings,
     floor_units,
     gap_probes,
     near_front,
     next_step,
     steps,
+    vela_refinements,
 )
 from dse.space import SRAM_ALIGN, DesignPoint, SearchSpace
 from dse.study import StudySettings, directions, model_sha256, open_storage
@@ -275,3 +278,79 @@ def test_a_gap_probe_on_a_real_model_fills_the_gap_with_cached_proposals(tmp_pat
     again = gap_probes(pareto_front(study, trials), trials, low, high)
     assert all(not (found["sram_used_bytes"] < p[2]["sram_units"] * SRAM_ALIGN
                     < vela["sram_used_bytes"]) for p in again)  # fmt: skip
+
+
+# A hand-made `vela` study (Vela's alone, as on Ethos-U85): (optimise, pool) -> (SRAM used,
+# cycles) as Vela's compiler would report them; the pools in 16-byte units. Performance at
+# 1,280 and 1,536 units gives one schedule; 1,984 units lie 3% above 1,920.
+_VELA = {("Performance", 1024): (16_000, 900), ("Performance", 1280): (19_000, 600),
+         ("Performance", 1536): (19_000, 600), ("Performance", 1920): (22_000, 500),
+         ("Performance", 1984): (24_000, 490), ("Size", 1920): (23_000, 510)}  # fmt: skip
+
+
+def _vela_study(tmp_path: Path) -> tuple[optuna.Study, SearchSpace]:
+    space = SearchSpace(16 * 1024, 4 << 20, producers=("vela",))
+
+    def objective(trial: optuna.Trial) -> list[float]:
+        point = space.suggest(trial)
+        used, cycles = _VELA[point.vela_optimise, point.sram_pool_bytes // SRAM_ALIGN]
+        trial.set_user_attr("config", point.to_json())
+        trial.set_user_attr("metrics", {"sram_used_bytes": used, "total_cycles": cycles,
+                                        "fits": True, "producer": "vela"})  # fmt: skip
+        return [float(cycles), float(used)]
+
+    storage = open_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat=False)
+    study = optuna.create_study(storage=storage, directions=["minimize", "minimize"])
+    for optimise, units in _VELA:
+        point = DesignPoint(units * SRAM_ALIGN, producer="vela", vela_optimise=optimise)
+        study.enqueue_trial(space.params_of(point))
+    study.optimize(objective, n_trials=len(_VELA))
+    return study, space
+
+
+def test_vela_points_are_refined_by_bisecting_the_arena(tmp_path: Path) -> None:
+    """Adjacent pools of one option set whose results differ are split at their geometric
+    middle (not pools 3% apart, not one schedule twice); a pair just below a front point and
+    the bottom of the range for an option set near the front come first, the widest first,
+    then the steps down from front points; nothing taken is proposed again, and an unfinished
+    trial between two pools leaves them to it."""
+    study, space = _vela_study(tmp_path)
+    low, high = space.low // SRAM_ALIGN, space.high // SRAM_ALIGN
+    trials = study.get_trials(states=(TrialState.COMPLETE,))
+    pool = {t.number: t.params["sram_units"] for t in trials}
+    size = next(t for t in trials if t.params["vela_optimise"] == "Size")
+    found = bisections(trials, low, high)
+    assert [(pool[lo.number], pool[hi.number], p["sram_units"]) for _, lo, hi, p in found] == [
+        (1024, 1280, round(math.sqrt(1024 * 1280))),
+        (1536, 1920, round(math.sqrt(1536 * 1920))),
+    ]
+    assert all(p == {**lo.params, "sram_units": p["sram_units"]} for _, lo, _, p in found)
+    assert all(math.isclose(w, math.log(1.25)) for w, *_ in found)
+
+    front = pareto_front(study, trials)
+    used = [t.user_attrs["metrics"]["sram_used_bytes"] for t in front]
+    assert used == [16_000, 19_000, 22_000, 24_000]
+    order = [(attr, pool[origin.number], p["vela_optimise"], p["sram_units"])
+             for attr, origin, p in vela_refinements(trials, front, low, high)]  # fmt: skip
+    assert order == [
+        (BISECT_OF, 1920, "Size", low),  # Size is 2% behind the front: the bottom of the range
+        (BISECT_OF, 1024, "Performance", 1145),
+        (BISECT_OF, 1536, "Performance", 1717),
+        # Steps down to just below the SRAM used (none from 16,000 B: below the range).
+        (STEP_OF, 1280, "Performance", (19_000 - 1) // SRAM_ALIGN),
+        (STEP_OF, 1920, "Performance", (22_000 - 1) // SRAM_ALIGN),
+        (STEP_OF, 1984, "Performance", (24_000 - 1) // SRAM_ALIGN),
+    ]
+    # A `vela` point steps down only, whatever its pool; the cascader's rules are not its.
+    assert steps(front[1], low, high) == ({**front[1].params, "sram_units": 1187}, None)
+
+    # The front's gaps are narrower than PROBE_GAP: the bisections are all there is to take.
+    assert next_step(study, trials[-1], low, high, sole_asker=True) == (
+        BISECT_OF, size.number, {**size.params, "sram_units": low})  # fmt: skip
+    study.enqueue_trial({**size.params, "sram_units": low})
+    assert next_step(study, trials[-1], low, high, sole_asker=True) == (
+        BISECT_OF, trials[0].number, {**trials[0].params, "sram_units": 1145})  # fmt: skip
+    # A trial waiting at 1,700 units is splitting 1,536..1,920 already.
+    study.enqueue_trial({**trials[0].params, "sram_units": 1700})
+    taken = study.get_trials(states=(TrialState.COMPLETE, TrialState.WAITING))
+    assert [p["sram_units"] for *_, p in bisections(taken, low, high)] == [1145]
