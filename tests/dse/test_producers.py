@@ -60,7 +60,7 @@ def u85(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_u55_study_has_both_producers_and_its_front_holds_vela_s_dense_sweep(u55: Path) -> None:
     study = _study(u55)
     trials = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
-    assert len(trials) == 30
+    assert len(trials) == 30 + len(VELA_LADDER) + 1  # Vela's ladder and Size come on top
     producers = {t.user_attrs["metrics"]["producer"] for t in trials}
     assert producers == {"cascader", "vela"}
     assert all(t.user_attrs["config"]["producer"] == t.user_attrs["metrics"]["producer"]
@@ -158,3 +158,27 @@ def test_parallel_scoring_runs_exactly_the_trials_asked_and_shares_proposals(
     assert len(workers) == 1  # this process asks and records every trial
     # Steps along the front are taken while points are scored elsewhere (dse.refine).
     assert any("dse.step_of" in t.system_attrs for t in study.trials)
+
+
+def test_estimate_on_ethos_u85_is_vela_s_and_a_vela_config_is_not_verified_as_ours(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], u55: Path
+) -> None:
+    assert main(["estimate", "--model", str(EXAMPLE), "--accelerator-config", "ethos-u85-256",
+                 "--sram", "64KiB", "--json"]) == 0  # fmt: skip
+    data = json.loads(capsys.readouterr().out)
+    options = VelaOptions("ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Dedicated_Sram_384KB",
+                          arena_size_limit=64 * 1024)  # fmt: skip
+    vela = compile_model(EXAMPLE, options)
+    assert data["producer"] == "vela" and data["total_cycles"] == vela.total_cycles
+    assert data["sram_used_bytes"] == vela.sram_used_bytes <= 64 * 1024
+    study = _study(u55)
+    trial = next(t for t in study.trials if t.user_attrs["config"]["producer"] == "vela"
+                 and t.user_attrs["metrics"]["fits"])  # fmt: skip
+    config = tmp_path / "cfg.json"
+    storage = f"sqlite:///{u55 / 'study.db'}"
+    assert main(["export", "--storage", storage, "--study", "s", "--trial", str(trial.number),
+                 "-o", str(config)]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["verify", "--model", str(EXAMPLE), "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Vela's own schedule" in err[0] and "dse simulate" in err[0]
