@@ -13,7 +13,7 @@ from cascader.point import Estimate
 from dse.cache_stats import CacheCounter
 from dse.errors import BadInput
 from dse.graph_evaluator import graph_evaluator
-from dse.objective import Evaluator
+from dse.objective import Evaluator, MemoizedEvaluator
 from dse.space import DesignPoint
 from dse.study import StudySettings, source_sha256
 from dse.vela_evaluator import VelaEvaluator
@@ -41,12 +41,13 @@ def source_file(settings: StudySettings) -> Path:
 _FRONT_HALVES = LruCache(8)
 
 
-class ModelEvaluator:
+class ModelEvaluator(MemoizedEvaluator):
     """Scores points on a .tflite model: the cascader's schedule of the point, costed by
     Vela's performance model. One `Session` per process holds the model's front half, its
-    proposals and scores; scored points are memoized here."""
+    proposals and scores."""
 
     def __init__(self, settings: StudySettings, path: Path) -> None:
+        super().__init__()
         from cascader.frontend.legalize import LegalizeError
         from cascader.frontend.passes import front_half
         from cascader.frontend.tflite_import import load_tflite
@@ -72,8 +73,6 @@ class ModelEvaluator:
             raise BadInput(f"{path}: {error}") from None
         if not self.session.front.network.graph.parts:
             raise BadInput(f"{path}: no operator runs on the NPU, so there is nothing to explore")
-        self._scored: dict[DesignPoint, Estimate] = {}
-        self._results = CacheCounter()
 
     @property
     def cache(self) -> dict[str, CacheCounter]:
@@ -86,13 +85,6 @@ class ModelEvaluator:
             "scores": CacheCounter(scores.hits, scores.misses),
             "results": self._results,
         }
-
-    def __call__(self, point: DesignPoint) -> Estimate:
-        found = self._scored.get(point)
-        self._results.count(found is not None)
-        if found is None:
-            found = self._scored[point] = self._estimate(point)
-        return found
 
     def _estimate(self, point: DesignPoint) -> Estimate:
         """The point's estimate; a point the flow cannot schedule (no proposal fits, or one

@@ -9,6 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 import optuna
 
 from cascader.point import Estimate
+from dse.cache_stats import CacheCounter
 from dse.space import DesignPoint, SearchSpace
 from dse.study import StudySettings
 from dse.tickets import ticket_storage, worker_id
@@ -18,6 +19,28 @@ from dse.tickets import ticket_storage, worker_id
 Evaluator = Callable[[DesignPoint], Estimate]
 
 FEASIBILITY = "sram_over_pool"
+
+
+class MemoizedEvaluator:
+    """An evaluator that scores each point once for its life (a point is a few bytes of key
+    and one estimate) and counts its hits and misses (`_results`); a subclass gives
+    `_estimate`."""
+
+    def __init__(self) -> None:
+        self._scored: dict[DesignPoint, Estimate] = {}
+        self._results = CacheCounter()
+
+    def __call__(self, point: DesignPoint) -> Estimate:
+        found = self._scored.get(point)
+        self._results.count(found is not None)
+        if found is None:
+            found = self._scored[point] = self._estimate(point)
+        return found
+
+    def _estimate(self, point: DesignPoint) -> Estimate:
+        raise NotImplementedError
+
+
 _DISTS = ("cascader-dse", "apache-tvm", "ethos-u-vela", "optuna", "numpy", "scipy")
 
 

@@ -12,16 +12,17 @@ from cascader.frontend.tflite_check import ModelError, parse_tflite, read_model
 from cascader.point import Estimate
 from dse.cache_stats import CacheCounter
 from dse.errors import BadInput
+from dse.objective import MemoizedEvaluator
 from dse.space import DesignPoint
 from dse.study import StudySettings
 
 
-class VelaEvaluator:
+class VelaEvaluator(MemoizedEvaluator):
     """One model on one device; the model is read and checked once (regor trusts its input:
-    a damaged file can crash it, and the process with it), and scored points are memoized
-    here for the evaluator's life (a point is a few bytes of key and one estimate)."""
+    a damaged file can crash it, and the process with it)."""
 
     def __init__(self, settings: StudySettings, path: Path) -> None:
+        super().__init__()
         self.settings = settings
         self.path = path
         try:
@@ -32,8 +33,6 @@ class VelaEvaluator:
         arch = check_vela_system(settings.accelerator, settings.system_config,
                                  settings.memory_mode, *self._ini())  # fmt: skip
         self.clock_hz = float(arch.core_clock)
-        self._scored: dict[DesignPoint, Estimate] = {}
-        self._results = CacheCounter()
 
     def _ini(self) -> tuple[str, ...]:
         return () if self.settings.vela_config is None else (self.settings.vela_config,)
@@ -42,13 +41,6 @@ class VelaEvaluator:
     def cache(self) -> dict[str, CacheCounter]:
         """Hits and misses of the points Vela compiled for this evaluator."""
         return {"vela compiles": self._results}
-
-    def __call__(self, point: DesignPoint) -> Estimate:
-        found = self._scored.get(point)
-        self._results.count(found is not None)
-        if found is None:
-            found = self._scored[point] = self._estimate(point)
-        return found
 
     def _estimate(self, point: DesignPoint) -> Estimate:
         """Vela's schedule is a real one whatever the arena limit (a soft target in
