@@ -38,9 +38,22 @@ def requested_trials(study: optuna.Study) -> int:
     )
 
 
-def waiting_tickets(study: optuna.Study) -> int:
-    """Tickets issued and not yet taken: a run interrupted (Ctrl-C) leaves its rest, which the
-    next sweep of the study finishes before it asks for more."""
+INTERRUPTED = "dse.interrupted"  # study user attr: tickets an interrupted run left waiting
+
+
+def mark_interrupted(study: optuna.Study) -> None:
+    """Record that a run of the study was interrupted (Ctrl-C) with tickets still waiting."""
+    study.set_user_attr(INTERRUPTED, True)
+
+
+def resumed_tickets(study: optuna.Study) -> int:
+    """The tickets an interrupted run left (0 when the last run was not interrupted): the
+    next sweep of the study runs them instead of asking for more, so a rerun of the command
+    finishes the study to the trials asked. Tickets another process is running meanwhile
+    are its own, and a sweep beside it asks for its own trials as ever."""
+    if not study.user_attrs.get(INTERRUPTED):
+        return 0
+    study.set_user_attr(INTERRUPTED, False)
     return len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
 

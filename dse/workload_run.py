@@ -35,7 +35,7 @@ from dse.phases import say
 from dse.scoring_pool import ScoringPool, settings_key
 from dse.space import SearchSpace
 from dse.study import StudySettings, create_or_continue, default_storage, open_storage
-from dse.tickets import issue, waiting_tickets
+from dse.tickets import issue, mark_interrupted, resumed_tickets
 from dse.workload import WORKLOAD_ATTR, Workload, accelerators_of, from_command_line, from_file
 from dse.workload_answer import (
     ConfigAnswer,
@@ -213,7 +213,7 @@ def run_workload(args: argparse.Namespace, settings_from_args, default_accelerat
         for run in runs[: args.jobs - 1]:
             pool.warm(run.settings)
         say(f"{len(runs)} studies: probing where each starts to fit, in {args.jobs} process(es)")
-        left = sum(waiting_tickets(run.study) for run in runs)
+        left = sum([resumed_tickets(run.study) for run in runs])
         issued = left  # an interrupted run's rest is finished first, and nothing more asked
         shares = 0
         probed = [] if left else _probe_floors(runs, pool, args.trials)
@@ -233,7 +233,12 @@ def run_workload(args: argparse.Namespace, settings_from_args, default_accelerat
                 picker.observe(run, trial)
                 bar.update(1)
 
-            run_studies(runs, pool, on_done=done, pick=picker)
+            try:
+                run_studies(runs, pool, on_done=done, pick=picker)
+            except KeyboardInterrupt:
+                for run in runs:
+                    mark_interrupted(run.study)
+                raise
     answers = workload_answers([run.study for run in runs])
     if args.json:
         print(json.dumps(_json(workload, answers, storage_url), indent=2))

@@ -31,7 +31,7 @@ from dse.study import (
     source_sha256,
     stored_settings,
 )
-from dse.tickets import completed_trials, waiting_tickets
+from dse.tickets import completed_trials, mark_interrupted, resumed_tickets
 from dse.vela_points import (
     baseline_budgets,
     count_matched,
@@ -158,12 +158,16 @@ def _sweep(args: argparse.Namespace) -> int:
     with ScoringPool(args.jobs, make_evaluator, lambda _settings: evaluate) as pool:
         pool.warm(settings)  # workers read the model, then probe floors with this process
         probe = lambda points: pool.score_all(settings, points)  # noqa: E731
-        left = waiting_tickets(study)
+        left = resumed_tickets(study)
         say("probing where each seed kind of schedule starts to fit" if not left else "resuming")
         issued = left or issue_trials(study, args.trials, by="sweep", score_all=probe)
         if left and not args.json:
             print(f"finishing the {left} trial(s) an interrupted run of {name} left", flush=True)
-        run_sweep(study, issued, pool, progress=not args.json, seed=args.seed)
+        try:
+            run_sweep(study, issued, pool, progress=not args.json, seed=args.seed)
+        except KeyboardInterrupt:
+            mark_interrupted(study)
+            raise
     if args.baseline == "vela":
         run_baseline(study, settings, baseline_budgets(study, settings))
     rows = front_rows(pareto_front(study))
