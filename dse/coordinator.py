@@ -1,13 +1,13 @@
 """Runs the issued trials of one or more studies from this process: it asks every trial of
 every study and records every result (one sampler per study, seeing all of that study's
 results, so its front refinement steps are taken in parallel runs as in serial ones), while
-the points are scored here (`jobs` 1) or by a ScoringPool of `jobs` worker processes.
+a ScoringPool scores the points, in this process and its worker processes.
 
-The caller owns the pool (`with ScoringPool(...)`), so its workers can start before the
-run. Which study's ticket is taken next is the caller's `pick` (a workload puts trials where they
+The caller owns the pool (`with ScoringPool(...)`), so its workers can start before the run.
+Which study's ticket is taken next is the caller's `pick` (a workload puts trials where they
 change its answer most); a study leaves the run when its tickets are all taken. Trials of
-other processes (`dse worker` on other machines) are waited for at the end, as
-`dse worker` always did, so a dead worker's trial still comes back and is run.
+other processes (`dse worker` on other machines) are waited for at the end, so a dead
+worker's trial still comes back and is run.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
-"""Worker processes that only score design points, for `--jobs N`: the sweep's own process
-keeps sampling and recording every trial (dse.coordinator), so one sampler sees every result.
+"""The processes that score design points for `--jobs N`: the sweep's own process (which
+also samples and records every trial, dse.coordinator, so one sampler sees every result)
+and N-1 worker processes that only score.
 
 Each worker keeps one evaluator per study it has scored for (its session holds the model's
 front half and the cascader's proposals per option set), for the pool's lifetime. A point
-goes to the worker that already holds its study and option set when that worker has room,
-so proposals are generated once per option set rather than once per process.
+goes to the process that already holds its affinity key (its study and option set, or its
+whole study in a workload) while that process has room, so proposals and sessions are built
+once rather than once per process.
 """
 
 from __future__ import annotations
@@ -95,8 +97,8 @@ def settings_key(settings: StudySettings) -> str:
 
 class ScoringPool:
     """This process and `jobs - 1` single-process executors, so the pool (not the OS) decides
-    which process scores which point: points of one affinity key (study and option set) stay
-    with one scorer while it has room. This process scores a point at submit (it holds one at
+    which process scores which point: points of one affinity key (see the module docstring)
+    stay with one scorer while it has room. This process scores a point at submit (it holds one at
     a time: the points it scores are the sweep's pauses in sampling), a worker holds DEPTH.
 
     `here` gives this process's evaluator of a study (the one that checked the model, so it
