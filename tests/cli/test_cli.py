@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -153,3 +154,18 @@ def test_always_copy_size_takes_sizes_as_the_other_size_flags(text: str, expecte
         ["estimate", "--model", "m.tflite", "--always-copy-size", text]
     )
     assert args.always_copy_size == expected
+
+
+def test_every_flag_of_every_command_says_what_it_is() -> None:
+    """`dse COMMAND --help` describes each flag (the option flags with range and default)."""
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    silent = {
+        (name, action.option_strings[-1])
+        for name, sub in commands.choices.items()
+        for action in sub._actions
+        if action.option_strings and action.help is None
+    }
+    assert not silent
+    estimate = commands.choices["estimate"].format_help()
+    assert "stripe sizes tried per axis (1-64; default 5)" in " ".join(estimate.split())
