@@ -1,8 +1,10 @@
-"""The Optuna objective: trial -> design point -> evaluator -> objectives, attrs, constraint."""
+"""A trial's point and results: what it stores (TrialRecorder), the objectives and constraint
+of an estimate, and the evaluator that scores each point once (MemoizedEvaluator)."""
 
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 
@@ -21,7 +23,7 @@ Evaluator = Callable[[DesignPoint], Estimate]
 FEASIBILITY = "sram_over_pool"
 
 
-class MemoizedEvaluator:
+class MemoizedEvaluator(ABC):
     """An evaluator that scores each point once for its life (a point is a few bytes of key
     and one estimate) and counts its hits and misses (`_results`); a subclass gives
     `_estimate`."""
@@ -37,8 +39,9 @@ class MemoizedEvaluator:
             found = self._scored[point] = self._estimate(point)
         return found
 
+    @abstractmethod
     def _estimate(self, point: DesignPoint) -> Estimate:
-        raise NotImplementedError
+        """The point's estimate, computed (called once per point)."""
 
 
 _DISTS = ("cascader-dse", "apache-tvm", "ethos-u-vela", "optuna", "numpy", "scipy")
