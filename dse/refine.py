@@ -61,7 +61,7 @@ POOL = "sram_units"  # the pool parameter, in SRAM_ALIGN units
 # Of every STEP_CYCLE sampler trials, all but one step while a step is left. A step costs a
 # schedule (about 0.05 s on MobileNetV2) where a sampled trial of a new option set costs a
 # cascader run (0.2-2 s); on the shared models two steps per sampled trial match Vela's points
-# as one did, within the variation between runs (benchmarks/README.md), in 60% of the time.
+# as one did, within the variation between runs (docs/journal-2026.md), in 60% of the time.
 STEP_CYCLE = 3
 _TAKEN = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
 
