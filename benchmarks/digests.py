@@ -133,12 +133,16 @@ def measure(only: str | None) -> dict[str, dict]:
 
 
 def compare(before: Path, after: Path) -> int:
+    """Compare the cases both files hold (a run with `--only` holds a subset)."""
     old, new = json.loads(before.read_text()), json.loads(after.read_text())
-    changed = [name for name in sorted(old.keys() | new.keys()) if old.get(name) != new.get(name)]
+    both = sorted(old.keys() & new.keys())
+    changed = [name for name in both if old[name] != new[name]]
     for name in changed:
-        print(f"{name}:\n  before {old.get(name)}\n  after  {new.get(name)}")
-    print(f"{len(old.keys() & new.keys()) - len(changed)} cases identical, {len(changed)} differ")
-    return 1 if changed else 0
+        print(f"{name}:\n  before {old[name]}\n  after  {new[name]}")
+    alone = len(old.keys() ^ new.keys())
+    print(f"{len(both) - len(changed)} cases identical, {len(changed)} differ"
+          f", {alone} in one file only")  # fmt: skip
+    return 1 if changed or not both else 0
 
 
 def main() -> int:
