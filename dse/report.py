@@ -137,9 +137,13 @@ def _vela_table(study: optuna.Study, front: list[dict]) -> Table:
     return Table(intro, columns, "lrrrl", rows)
 
 
-def _layer_table(ops: list[dict]) -> Table:
+def _layer_table(ops: list[dict], vela: bool) -> Table:
+    """The per-layer table; of a Vela point, what Vela's per-layer report gives (its NPU
+    operations' cycles and MACs: no stripes or bytes per operation)."""
+    columns = ["layer (TFLite output tensor)", "operator", "NPU ops", "stripes", "cycles",
+               "MACs", "bytes moved"]  # fmt: skip
     rows = [
-        (
+        [
             r["name"],
             r["operator"],
             str(r["npu_ops"]),
@@ -147,19 +151,18 @@ def _layer_table(ops: list[dict]) -> Table:
             f"{r['cycles']:,.0f}",
             f"{r['macs']:,}",
             format_size(round(r["bytes"])),
-        )
+        ]
         for r in layer_rows(ops)
     ]
-    columns = (
-        "layer (TFLite output tensor)",
-        "operator",
-        "NPU ops",
-        "stripes",
-        "cycles",
-        "MACs",
-        "bytes moved",
-    )
-    return Table("Cost per TFLite operator.", columns, "llrrrrr", rows)
+    if vela:
+        del columns[6], columns[3]
+        for row in rows:
+            del row[6], row[3]
+        intro = "Cost per TFLite operator, from Vela's own per-layer report."
+    else:
+        intro = "Cost per TFLite operator."
+    align = "ll" + "r" * (len(columns) - 2)
+    return Table(intro, tuple(columns), align, [tuple(row) for row in rows])
 
 
 def _point_facts(trial: FrozenTrial) -> list[tuple[str, str]]:
@@ -219,9 +222,9 @@ def _point_section(
         report.notes.append("a graph study has no schedule to draw: no memory timeline")
     elif chosen.user_attrs["config"].get("producer") == "vela":
         report.notes.append(
-            f"trial {chosen.number} is Vela's own schedule: its memory timeline, cascades and "
-            "layers are Vela's (`dse export --trial` gives the vela command; its "
-            "--verbose-allocation and --verbose-performance print them)"
+            f"trial {chosen.number} is Vela's own schedule: its layers below are from Vela's "
+            "per-layer report; its memory timeline and cascades are Vela's (`dse export "
+            "--trial` gives the vela command; its --verbose-allocation prints them)"
         )
     else:
         try:
@@ -237,10 +240,11 @@ def _point_section(
                     f"{view.timeline.peak:,} B, but the trial recorded {view.sram_used_bytes:,} B"
                 )
     ops = chosen.user_attrs["metrics"].get("ops") or []
-    layers = layer_plot(chosen.number, ops, out)
+    vela = chosen.user_attrs["config"].get("producer") == "vela"
+    layers = layer_plot(chosen.number, ops, out, with_bytes=not vela)
     if layers is not None:
         report.plots.append(layers)
-        section.tables.append(_layer_table(ops))
+        section.tables.append(_layer_table(ops, vela))
     return section
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from cascader.ethosu.vela_arch import check_vela_system
-from cascader.ethosu.vela_compiler import VelaError, compile_model
-from cascader.frontend.tflite_check import ModelError, parse_tflite, read_model
-from cascader.point import Estimate
+from cascader.ethosu.vela_compiler import VelaCompiled, VelaError, compile_model
+from cascader.frontend.tflite_check import ModelError, operator_origins, parse_tflite, read_model
+from cascader.point import Estimate, OpEstimate
 from dse.cache_stats import CacheCounter
 from dse.errors import BadInput
 from dse.objective import MemoizedEvaluator
@@ -27,7 +27,7 @@ class VelaEvaluator(MemoizedEvaluator):
         self.path = path
         try:
             self.model = read_model(path)
-            parse_tflite(self.model, str(path))
+            self.origins = operator_origins(parse_tflite(self.model, str(path)))
         except ModelError as error:
             raise BadInput(str(error)) from None
         arch = check_vela_system(settings.accelerator, settings.system_config,
@@ -72,5 +72,17 @@ class VelaEvaluator(MemoizedEvaluator):
             macs=compiled.macs,
             inference_time_s=compiled.total_cycles / self.clock_hz,
             bytes=dict(compiled.access_bytes),
+            ops=self._ops(compiled),
             **common,
         )
+
+    def _ops(self, compiled: VelaCompiled) -> tuple[OpEstimate, ...]:
+        """Vela's per-layer report as per-op estimates, named as the cascader's are (by
+        their TFLite operator's output tensor). Vela reports cycles per operation, not its
+        bytes per memory, nor its stripes (each operation counts as one)."""
+        ops = []
+        for layer in compiled.layers:
+            origin = self.origins[layer.tflite_index]
+            ops.append(OpEstimate(origin.tensor, layer.operator, 1, float(layer.cycles),
+                                  layer.macs, {}, origin.index, origin.op))  # fmt: skip
+        return tuple(ops)

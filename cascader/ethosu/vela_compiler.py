@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from ethosu import regor
 from ethosu.vela.architecture_features import ArchitectureFeatures
@@ -28,6 +29,7 @@ __all__ = [
     "OPTIMISE",
     "VelaCompiled",
     "VelaError",
+    "VelaLayer",
     "VelaOptions",
     "compile_model",
 ]
@@ -121,6 +123,18 @@ class VelaOptions:
         return [*argv, "--output-dir", os.fspath(output_dir)]
 
 
+class VelaLayer(NamedTuple):
+    """One NPU operation of Vela's per-layer report (what `vela --verbose-performance`
+    prints): the TFLite operator it comes from (its index in subgraph 0; a decomposed softmax
+    gives several), regor's name for the operation, its cycles and MACs."""
+
+    tflite_index: int
+    operator: str
+    cycles: int
+    npu_cycles: int
+    macs: int
+
+
 @dataclass(frozen=True)
 class VelaCompiled:
     """What one regor compile gives: the _vela.tflite bytes and Vela's own performance report
@@ -135,6 +149,7 @@ class VelaCompiled:
     macs: int
     npu_ops: int  # operators running on the NPU
     cpu_ops: int  # operators left to the CPU (TFLite Micro)
+    layers: tuple[VelaLayer, ...] = ()  # in Vela's order; their cycles sum to total_cycles
 
 
 def compile_model(model: str | Path | bytes, options: VelaOptions) -> VelaCompiled:
@@ -199,12 +214,14 @@ def _system_text(arch: ArchitectureFeatures, ini: Path) -> str:
 
 
 def _options_text(options: VelaOptions, arena_cache_size: int) -> str:
-    """regor's compiler options as Vela's command line writes them for these settings (the
-    arena limit is Vela's resolved one: the option, else the memory mode's, else the whole
-    address space)."""
+    """regor's compiler options as Vela's command line writes them for these settings with
+    `--verbose-performance` (the arena limit is Vela's resolved one: the option, else the
+    memory mode's, else the whole address space)."""
     disabled = "|".join(f for f in _VELA_FEATURE_ORDER if f in options.disabled)
     sections = {
-        "compiler": {"output_format": "TFLite", "cop_format": _COP_FORMAT},
+        # enable_db: regor's per-layer tables, as `vela --verbose-performance` asks for them;
+        # the output's bytes do not depend on it (tests/ethosu/test_vela_compiler.py).
+        "compiler": {"enable_db": "true", "output_format": "TFLite", "cop_format": _COP_FORMAT},
         "scheduler": {
             "optimize": options.optimise,
             "arena_size_limit": arena_cache_size,
@@ -250,4 +267,26 @@ def _compiled(compiled: regor.CompiledTFLiteModel, arch: ArchitectureFeatures) -
         macs=int(report.macCount),
         npu_ops=int(report.npuOps),
         cpu_ops=int(report.cpuOps),
+        layers=_layers(compiled.opt_database),
     )
+
+
+def _layers(database: regor.Database) -> tuple[VelaLayer, ...]:
+    """Vela's per-layer report from regor's tables: each "perf" row is an NPU operation of a
+    "source" operator, whose `ext_key` is its TFLite operator index. Rows of neither cycles
+    nor MACs (activations fused into the operation before) are left out."""
+    if "perf" not in database.tables or "source" not in database.tables:
+        return ()
+    source = database.tables["source"]
+    index_of = {row[source.header.index("id")]: int(row[source.header.index("ext_key")])
+                for row in source.data}  # fmt: skip
+    perf = database.tables["perf"]
+    names = ("source_id", "operator", "op_cycles", "npu_cycles", "mac_count")
+    column = {name: perf.header.index(name) for name in names}
+    layers = []
+    for row in perf.data:
+        cycles, macs = int(row[column["op_cycles"]]), int(row[column["mac_count"]])
+        if (cycles or macs) and row[column["source_id"]] in index_of:
+            layers.append(VelaLayer(index_of[row[column["source_id"]]], row[column["operator"]],
+                                    cycles, int(row[column["npu_cycles"]]), macs))  # fmt: skip
+    return tuple(layers)

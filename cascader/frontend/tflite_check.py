@@ -24,6 +24,7 @@ from tflite.TensorType import TensorType
 from cascader.frontend.errors import ModelError
 from cascader.frontend.tflite_ops import TYPE_NAMES, check_operator
 from cascader.frontend.tflite_verify import FlatbufferError, verify_flatbuffer
+from cascader.ir.origins import TfliteOrigin
 
 TFLITE_IDENTIFIER = b"TFL3"
 MAX_MODEL_BYTES = 256 << 20
@@ -66,6 +67,20 @@ def builtin_name(model: tflite.Model, op: tflite.Operator) -> str:
     """The builtin operator name (e.g. "CONV_2D") of `op`; custom ops give "CUSTOM"."""
     code = model.OperatorCodes(op.OpcodeIndex())
     return _BUILTIN_NAMES.get(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()), "CUSTOM")
+
+
+def operator_origins(model: tflite.Model) -> tuple[TfliteOrigin, ...]:
+    """Every operator of subgraph 0 in order, as per-layer results name it (its output
+    tensors' names, its index, its builtin name); for a model `parse_tflite` checked."""
+    subgraph = model.Subgraphs(0)
+    origins = []
+    for index in range(subgraph.OperatorsLength()):
+        op = subgraph.Operators(index)
+        outputs = [int(t) for t in _indices(op.OutputsAsNumpy()) if t >= 0]
+        names = tuple((subgraph.Tensors(t).Name() or b"").decode("utf-8", "replace")
+                      for t in outputs)  # fmt: skip
+        origins.append(TfliteOrigin(names or ("",), index, builtin_name(model, op)))
+    return tuple(origins)
 
 
 def read_model(path: str | Path) -> bytes:

@@ -46,22 +46,32 @@ def _operator(op: dict) -> str:
     return f"{op['tflite_op']} #{op['tflite_index']}"
 
 
-def layer_plot(trial_number: int, ops: list[dict], out: Path) -> Plot | None:
-    """Horizontal bars of cycles and bytes moved per layer; None without per-op rows."""
+def layer_plot(
+    trial_number: int, ops: list[dict], out: Path, with_bytes: bool = True
+) -> Plot | None:
+    """Horizontal bars of cycles and (`with_bytes`) bytes moved per layer; None without
+    per-op rows. A Vela point's report gives no bytes per operation."""
     rows = layer_rows(ops)
     if not rows:
         return None
     labels = [f"{short_name(r['name'])}  {r['operator']}" for r in rows]
     height = max(3.0, 0.24 * len(rows) + 1.2)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, height), sharey=True)
+    if with_bytes:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(11, height), sharey=True)
+        right.barh(labels, [r["bytes"] / KIB for r in rows], color="tab:green")
+        right.set_xlabel("bytes moved (KiB, all memories)")
+        axes = (left, right)
+        alt = f"Per-layer cycles and memory traffic of trial {trial_number}"
+    else:
+        fig, left = plt.subplots(figsize=(8, height))
+        axes = (left,)
+        alt = f"Per-layer cycles of trial {trial_number} (Vela's per-layer report)"
     left.barh(labels, [r["cycles"] / 1000 for r in rows], color="tab:blue")
     left.set_xlabel("cycles (thousands)")
-    right.barh(labels, [r["bytes"] / KIB for r in rows], color="tab:green")
-    right.set_xlabel("bytes moved (KiB, all memories)")
     left.margins(y=0.5 / len(rows))  # half a bar above the first and below the last
     left.invert_yaxis()
     left.tick_params(axis="y", labelsize=7)
-    for ax in (left, right):
+    for ax in axes:
         ax.grid(True, axis="x", alpha=0.3)
     left.set_title(f"trial {trial_number}: cost per TFLite operator", loc="left")
-    return save(fig, out, "layers", f"Per-layer cycles and memory traffic of trial {trial_number}")
+    return save(fig, out, "layers", alt)

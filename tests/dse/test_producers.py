@@ -5,6 +5,8 @@ writes the very bytes that command writes; parallel scoring runs exactly the tri
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shutil
 import subprocess
@@ -134,6 +136,20 @@ def test_a_vela_point_compiles_to_the_bytes_of_its_exported_vela_command(
     assert (vela_out / f"{EXAMPLE.stem}_vela.tflite").read_bytes() == ours
 
 
+def test_the_report_of_a_u85_study_shows_vela_s_per_layer_costs(u85: Path) -> None:
+    out = u85 / "report"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["report", "--storage", f"sqlite:///{u85 / 'study.db'}", "--study", "s",
+                     "--out", str(out)]) == 0  # fmt: skip
+    assert (out / "layers.png").is_file() and not (out / "memory.png").exists()
+    page = (out / "report.html").read_text()
+    assert (
+        "from Vela&#x27;s own per-layer report" in page
+        or "from Vela's own per-layer report" in page
+    )
+    assert "CONV_2D #0" in page and "SOFTMAX #" in page
+
+
 def test_the_cascader_is_refused_on_ethos_u85_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -170,6 +186,10 @@ def test_estimate_on_ethos_u85_is_vela_s_and_a_vela_config_is_not_verified_as_ou
                           arena_size_limit=64 * 1024)  # fmt: skip
     vela = compile_model(EXAMPLE, options)
     assert data["producer"] == "vela" and data["total_cycles"] == vela.total_cycles
+    # Vela's per-layer report: its operations' cycles add up to its total, each named by
+    # its TFLite operator as the cascader's are.
+    assert sum(op["cycles"] for op in data["ops"]) == vela.total_cycles
+    assert {op["tflite_op"] for op in data["ops"]} >= {"CONV_2D", "SOFTMAX"}
     assert data["sram_used_bytes"] == vela.sram_used_bytes <= 64 * 1024
     study = _study(u55)
     trial = next(t for t in study.trials if t.user_attrs["config"]["producer"] == "vela"

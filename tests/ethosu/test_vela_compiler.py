@@ -31,6 +31,7 @@ from cascader.ethosu.vela_compiler import (
     VelaOptions,
     compile_model,
 )
+from cascader.frontend.tflite_check import parse_tflite
 from cascader.testing.networks import mobilenet_like
 from cascader.testing.shared import shared_dir
 
@@ -128,6 +129,21 @@ def test_the_totals_are_the_command_lines_summary(models, vela_cli, name, point)
         assert compiled.peak_bytes.get(area, 0) == used
     assert compiled.npu_ops > 0
     assert compiled.cpu_ops == 0
+
+
+@pytest.mark.parametrize("point", POINTS)
+@pytest.mark.parametrize("name", ["builder", "kws_dscnn"])
+def test_the_per_layer_report_adds_up_to_the_totals(models, name, point):
+    """Vela's per-layer report (what --verbose-performance prints) covers the whole inference:
+    its operations' cycles and MACs sum to the totals, each tied to a TFLite operator (an
+    operator fused into another's operation has none of its own)."""
+    model, options = _model(models, name), POINTS[point]
+    compiled = compile_model(model, options)
+    operators = parse_tflite(model.read_bytes(), name).Subgraphs(0).OperatorsLength()
+    assert compiled.layers
+    assert sum(layer.cycles for layer in compiled.layers) == compiled.total_cycles
+    assert sum(layer.macs for layer in compiled.layers) == compiled.macs
+    assert {layer.tflite_index for layer in compiled.layers} <= set(range(operators))
 
 
 def test_constants_kept_in_sram_are_reported_apart_as_vela_does(models, vela_cli):
