@@ -39,7 +39,7 @@ pytestmark = pytest.mark.skipif(
 
 def _sweep(out: Path) -> dict:
     argv = ["sweep", "--model", str(MODEL), "--trials", str(TRIALS), "--out", str(out)]
-    argv += ["--sram-min", "64KiB", "--sram-max", "4MiB", "--json"]
+    argv += ["--sram-min", "64KiB", "--sram-max", "4MiB", "--json", "--producers", "cascader"]
     argv += ["--seed", SEED] if SEED is not None else []
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):

@@ -105,7 +105,7 @@ def _sweep_cases() -> Iterator[tuple[str, Callable[[], dict]]]:
                 subprocess.run(
                     [sys.executable, "-m", "dse", "sweep", "--model", str(EXAMPLE),
                      "--accelerator-config", accelerator, "--trials", str(SWEEP_TRIALS),
-                     "--seed", "3", "--jobs", "1", "--storage", storage,
+                     "--seed", "3", "--jobs", "1", "--storage", storage, "--producers", "cascader",
                      "--out", folder, "--study", "digest"],
                     check=True, capture_output=True,
                 )  # fmt: skip

@@ -97,6 +97,7 @@ def sweep_front(
         argv = ["sweep", "--model", str(model), "--accelerator-config", accelerator]
         argv += ["--system-config", system_config, "--memory-mode", memory_mode]
         argv += [*pool_flags, "--trials", str(trials), "--out", out, "--json"]
+        argv += ["--producers", "cascader"]  # our front against Vela's, not their union
         buf = io.StringIO()
         start = time.perf_counter()
         with contextlib.redirect_stdout(buf):

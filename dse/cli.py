@@ -252,7 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
         help_text = f"pool range (default {format_size(default)}){kept}"
         p.add_argument(flag, type=_size, default=None, metavar="SIZE", help=help_text)
     p.add_argument("--trials", type=_TRIALS, default=50, metavar="N",
-                   help="trials to run (per study of a workload; default 50)")  # fmt: skip
+                   help="trials to run (per study of a workload; default 50); a new study with "
+                   "Vela's producer also compiles with Vela at up to 18 arena sizes of its "
+                   "dense sweeps, on top")  # fmt: skip
     p.add_argument(
         "--jobs",
         type=_JOBS,
@@ -269,7 +271,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="LIST",
         help="who makes the schedules: cascader, vela (Vela's own compiler) or cascader,vela "
-        f"(the front is then their union; default cascader, vela on Ethos-U85){kept}",
+        f"(the front is then their union; default cascader,vela, vela alone on Ethos-U85, "
+        f"cascader for --graph){kept}",
     )
     p.add_argument(
         "--sampler",

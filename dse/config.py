@@ -320,16 +320,21 @@ def load_config(path: str | Path, model_path: str | Path | None = None) -> dict:
     return config
 
 
+def exported_vela_options(config: dict) -> VelaOptions:
+    """The Vela compile a `vela` point's exported config describes (its `vela` command)."""
+    vela = config["vela"]
+    return VelaOptions(config["accelerator"], config["system_config"], config["memory_mode"],
+                       config.get("vela_config"), vela["optimise"], config["sram_pool_bytes"],
+                       tuple(vela["disabled"]), vela["tensor_allocator"])  # fmt: skip
+
+
 def point_args(args: argparse.Namespace, config: dict) -> argparse.Namespace:
     """`args` with the point flags replaced by the exported config's, so `dse compile` and
-    `dse verify` rebuild exactly the schedule the config was scored with. A `vela` point's
-    config has no cascader schedule to rebuild (`dse compile` builds it with Vela)."""
-    if config.get("producer") == "vela":
-        raise BadInput(
-            f"the config is Vela's own schedule, not the cascader's: `dse compile --config` "
-            f"writes its {Path(config['model']['path']).stem}_vela.tflite; prove that with "
-            "`dse simulate --model <it> --reference <the model>`"
-        )
+    `dse verify` rebuild exactly the schedule the config was scored with (a cascader point's;
+    a `vela` point's config is built by Vela: `exported_vela_options`)."""
+    assert config.get("producer", "cascader") == "cascader", (
+        "a vela config: use exported_vela_options"
+    )
     options = config["cascader"]["options"]
     return argparse.Namespace(
         **{

@@ -76,9 +76,8 @@ def study_settings(
     args: argparse.Namespace, workload: Workload, settings_from_args
 ) -> list[tuple[str, StudySettings, dict]]:
     """(study name, settings, workload attr) of every study, models checked once and every
-    configuration's names checked against Vela's vela.ini before anything is stored. A model
-    runs with both producers where the cascader has a device model (the union front: at every
-    budget the better of Vela's schedule and the cascader's), with Vela's alone elsewhere."""
+    configuration's names checked against Vela's vela.ini before anything is stored; each
+    with a sweep's producers (`--producers`, else `sweep.parse_producers`' default)."""
     for model in workload.models:
         try:
             parse_tflite(read_model(model.path), str(model.path))
@@ -87,11 +86,7 @@ def study_settings(
     studies = []
     for accelerator in workload.accelerators:
         for model in workload.models:
-            producers = args.producers or (
-                "vela" if accelerator.startswith("ethos-u85") else "cascader,vela"
-            )
-            given = replace_args(args, model=str(model.path), accelerator_config=accelerator,
-                                 producers=producers)  # fmt: skip
+            given = replace_args(args, model=str(model.path), accelerator_config=accelerator)
             settings = settings_from_args(given)
             ini = [settings.vela_config] if settings.vela_config else []
             try:

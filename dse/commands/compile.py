@@ -10,11 +10,11 @@ import re
 from pathlib import Path
 
 from cascader.artifact.build import write_build
-from cascader.ethosu.vela_compiler import VelaError, VelaOptions, compile_model
+from cascader.ethosu.vela_compiler import VelaError, compile_model
 from cascader.pipeline import Session
 from cascader.point import PointConfig
 from dse.commands.estimate import nothing_fits, scored_point
-from dse.config import load_config, point_args
+from dse.config import exported_vela_options, load_config, point_args
 from dse.errors import BadInput
 from dse.output import check_folder, staged_folder
 from dse.sizes import format_size
@@ -62,10 +62,7 @@ def _compile_vela(args: argparse.Namespace, config: dict, out: Path) -> int:
     """A `vela` point: Vela's own compiler with the exported options writes its own
     `<model>_vela.tflite` (the bytes the exported `vela` command writes), with a manifest
     naming that command and Vela's figures."""
-    vela = config["vela"]
-    options = VelaOptions(config["accelerator"], config["system_config"], config["memory_mode"],
-                          config.get("vela_config"), vela["optimise"], config["sram_pool_bytes"],
-                          tuple(vela["disabled"]), vela["tensor_allocator"])  # fmt: skip
+    options = exported_vela_options(config)
     model = Path(args.model)
     try:
         compiled = compile_model(model, options)

@@ -63,26 +63,36 @@ def run(args: argparse.Namespace) -> int:
             f"--reference {args.reference}: is itself compiled (it has ethos-u operators); give "
             "the model it was compiled from"
         )
+    return check_and_report("dse simulate", args.model, compiled, args.reference, reference, args)
+
+
+def check_and_report(
+    command: str, name: str, compiled: bytes, reference_name: str, reference: bytes,
+    args: argparse.Namespace,
+) -> int:  # fmt: skip
+    """Simulate `compiled` (a Vela-format file called `name`) against LiteRT on `reference`
+    with `args.samples` inputs, print the result (`args.json`) and give the exit code: 0
+    within the kernel set's tolerance and no finding, else 1 with one line on stderr."""
     try:
         result = check_against_litert(compiled, reference, args.samples)
     except NotTheSameModel as error:
         raise BadInput(
-            f"{args.model} is not a compiled form of {args.reference}: {error}; give the "
+            f"{name} is not a compiled form of {reference_name}: {error}; give the "
             "model it was compiled from"
         ) from None
     except SimulationError as error:
-        raise BadInput(f"{args.model}: {str(error).splitlines()[0]}") from None
+        raise BadInput(f"{name}: {str(error).splitlines()[0]}") from None
     print(json.dumps(result.to_json()) if args.json else _table(result))
-    warn_constant("dse simulate", args.reference, result.outputs, result.samples)
+    warn_constant(command, reference_name, result.outputs, result.samples)
     if result.max_abs_diff() > result.litert_tolerance:
         worst = max(result.outputs, key=lambda o: o.max_abs_diff)
         print(
-            f"dse simulate: output {worst.output} differs from LiteRT's {result.litert_kernels} "
+            f"{command}: output {worst.output} differs from LiteRT's {result.litert_kernels} "
             f"kernels by up to {worst.max_abs_diff} (tolerance {result.litert_tolerance})",
             file=sys.stderr,
         )
         return 1
     if result.findings:
-        print(f"dse simulate: the simulator found: {result.findings[0]}", file=sys.stderr)
+        print(f"{command}: the simulator found: {result.findings[0]}", file=sys.stderr)
         return 1
     return 0

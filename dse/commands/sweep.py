@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from pathlib import Path
+
+from optuna.trial import FrozenTrial
 
 from cascader.ethosu.defaults import DEFAULT_ACCELERATOR, system_defaults
 from cascader.ethosu.errors import DeviceConfigError
@@ -58,10 +61,14 @@ _GIVEN = {
 
 
 def parse_producers(text: str | None, kind: str, accelerator: str) -> tuple[str, ...]:
-    """The study's producers: as given, else the cascader, or Vela's compiler on Ethos-U85
-    (where the cascader has no device model yet)."""
+    """The study's producers: as given, else both for a model on Ethos-U55/U65 (the union
+    front: at every budget the better of Vela's schedule and the cascader's), Vela's compiler
+    alone on Ethos-U85 (where the cascader has no device model yet), and the cascader alone
+    for a graph (its own cost; there is no model for Vela to compile)."""
     if text is None:
-        return ("vela",) if accelerator.startswith("ethos-u85") else ("cascader",)
+        if kind == "graph":
+            return ("cascader",)
+        return ("vela",) if accelerator.startswith("ethos-u85") else PRODUCERS
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     if not names or len(set(names)) != len(names) or not set(names) <= set(PRODUCERS):
         raise BadInput(f"bad --producers {text!r}: give cascader, vela or cascader,vela")
@@ -115,6 +122,14 @@ def sweep_settings(args: argparse.Namespace, storage) -> tuple[StudySettings, st
         given = {field for field, dest in _GIVEN.items() if getattr(args, dest) is not None}
         settings = continued_settings(name, stored, settings, given)
     return settings, name
+
+
+def _trial_count(trials: list[FrozenTrial]) -> str:
+    """ "N trials", and in a study of both producers how many were each one's."""
+    producers = Counter(t.user_attrs["config"].get("producer", "cascader") for t in trials)
+    if len(producers) < 2:
+        return f"{len(trials)} trials"
+    return f"{len(trials)} trials: {producers['cascader']} cascader, {producers['vela']} vela"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -171,7 +186,8 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.baseline == "vela":
         run_baseline(study, settings, baseline_budgets(study, settings))
     rows = front_rows(pareto_front(study))
-    n_trials = len(completed_trials(study))
+    completed = completed_trials(study)
+    n_trials = len(completed)
     cache = study_cache_stats(study)
     if args.json:
         shown = shown_url(storage_url)  # the password masked
@@ -180,7 +196,7 @@ def _sweep(args: argparse.Namespace) -> int:
         result |= {"cache": cache, "vela": vela, "vela_matched": count_matched(rows, vela)}
         print(json.dumps(result, indent=2))
         return 0
-    print(f"Pareto front of {name} ({n_trials} trials, {len(rows)} on the front):")
+    print(f"Pareto front of {name} ({_trial_count(completed)}; {len(rows)} on the front):")
     print(format_front(rows) if rows else "(no feasible point yet: raise --sram-max)")
     if describe(cache):
         print(f"cache: {describe(cache)}")

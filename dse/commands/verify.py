@@ -11,15 +11,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from cascader.artifact.run import firmware_runner
+from cascader.ethosu.vela_compiler import VelaError, compile_model
+from cascader.frontend.tflite_import import load_tflite
 from cascader.pipeline import Session
 from cascader.point import PointConfig
 from cascader.reference.run import ReferenceError
 from cascader.reference.striped import StripeError
 from cascader.verify.point import Verification, verify_point
 from dse.commands.estimate import scored_point
-from dse.config import load_config, point_args
+from dse.commands.simulate import check_and_report
+from dse.config import exported_vela_options, load_config, point_args
 from dse.constant_outputs import warn_constant
 from dse.errors import BadInput, NothingFits
 from dse.sizes import format_size
@@ -58,9 +62,25 @@ def _table(model: str, result: Verification) -> str:
     return "\n".join(lines)
 
 
+def _verify_vela(args: argparse.Namespace, config: dict) -> int:
+    """A `vela` point: Vela's compiler builds its `_vela.tflite` (as `dse compile` does) and
+    the simulator runs it against LiteRT, as `dse simulate` would; there is no schedule of
+    ours to check against the reference."""
+    model = Path(args.model)
+    try:
+        compiled = compile_model(model, exported_vela_options(config))
+    except VelaError as error:
+        raise BadInput(f"{model}: {error}") from None
+    return check_and_report("dse verify", f"{model.stem}_vela.tflite (Vela's own schedule)",
+                            compiled.tflite, args.model, load_tflite(model), args)  # fmt: skip
+
+
 def run(args: argparse.Namespace) -> int:
     if args.config is not None:  # the exported point, checked against the model's sha256
-        args = point_args(args, load_config(args.config, args.model))
+        config = load_config(args.config, args.model)
+        if config.get("producer") == "vela":
+            return _verify_vela(args, config)
+        args = point_args(args, config)
 
     def run_verify(session: Session, config: PointConfig) -> Verification:
         compiled = firmware_runner(session, config)

@@ -142,6 +142,7 @@ def test_worker_refuses_a_changed_model_and_runs_nothing(
     model = tmp_path / "m.tflite"
     model.write_bytes(EXAMPLE.read_bytes())
     argv = ["sweep", "--model", str(model), "--trials", "2", "--study", "s", "--out", str(tmp_path)]
+    argv += ["--producers", "cascader"]
     assert main([*argv, "--sram-min", "128KiB", "--sram-max", "1MiB", "--json"]) == 0
     json.loads(capsys.readouterr().out)
     model.write_bytes(EXAMPLE.read_bytes() + b"\0")

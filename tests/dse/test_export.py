@@ -23,6 +23,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.
 def study_db(tmp_path_factory: pytest.TempPathFactory) -> str:
     out = tmp_path_factory.mktemp("export")
     argv = ["sweep", "--model", str(EXAMPLE), "--trials", "8", "--study", "s", "--out", str(out)]
+    argv += ["--producers", "cascader"]  # the cascader's pools and builds (vela: test_producers)
     argv += ["--sram-min", "96KiB", "--sram-max", "1MiB", "--seed", "3", "--json"]
     assert main(argv) == 0
     return f"sqlite:///{out / 'study.db'}"

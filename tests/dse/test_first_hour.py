@@ -33,7 +33,8 @@ def _states(url: str, name: str) -> dict[str, int]:
 def test_ctrl_c_is_one_line_and_a_rerun_finishes_the_trials_asked(tmp_path: Path) -> None:
     model = SHARED / "models" / "mobilenet_v2_100_224.tflite"
     argv = [sys.executable, "-m", "dse", "sweep", "--model", str(model), "--trials", "40",
-            "--study", "s", "--out", str(tmp_path), "--json"]  # fmt: skip
+            "--study", "s", "--out", str(tmp_path), "--json",
+            "--producers", "cascader"]  # fmt: skip
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url = f"sqlite:///{tmp_path / 'study.db'}"
     deadline = time.monotonic() + 240

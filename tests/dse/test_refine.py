@@ -161,6 +161,7 @@ def test_a_sweep_steps_from_front_points_and_runs_exactly_the_trials_asked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["sweep", "--model", str(EXAMPLE), "--trials", "12", "--sram-min", "64KiB"]
+    argv += ["--producers", "cascader"]
     code = main([*argv, "--sram-max", "1MiB", "--out", str(tmp_path), "--json"])
     assert code == 0
     assert json.loads(capsys.readouterr().out)["trials"] == 12

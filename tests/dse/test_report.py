@@ -40,6 +40,7 @@ FIGURES = ("front", "layers", "memory", "convergence")
 def _sweep(out: Path, model: Path, trials: int, *flags: str) -> tuple[str, dict]:
     """A `--baseline vela` study "s" of `model` in `out`: its storage URL and the JSON."""
     argv = ["sweep", "--model", str(model), "--trials", str(trials), "--study", "s"]
+    argv += ["--producers", "cascader"]  # the cascader's schedules: memory timelines, cascades
     argv += ["--out", str(out), "--baseline", "vela", "--json", *flags]
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
@@ -124,6 +125,7 @@ def test_sweep_prints_the_vela_points_the_front_matches_and_progress_names_the_f
     ):
         source.backup(copy)  # the study as a reader sees it (SQLite may hold part in its WAL)
     argv = ["sweep", "--model", str(EXAMPLE), "--trials", "1", "--study", "s"]
+    argv += ["--producers", "cascader"]
     assert main([*argv, "--out", str(tmp_path)]) == 0  # continues the copy, prints text
     printed = capsys.readouterr().out
     found = re.search(r"the front matches (\d+) of Vela.s (\d+) points", printed)

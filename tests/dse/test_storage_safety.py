@@ -56,6 +56,7 @@ def _finish(proc: subprocess.Popen[str], seconds: float) -> tuple[int, str, str]
 
 def _sweep(model: Path, storage: str, study: str, trials: int) -> list[str]:
     argv = ["sweep", "--model", str(model), "--storage", storage, "--study", study]
+    argv += ["--producers", "cascader"]
     return [*argv, "--trials", str(trials), *SWEEP_FLAGS]
 
 
@@ -226,6 +227,7 @@ def test_a_sweep_never_prints_its_storage_password(model: Path) -> None:
     url = make_url(POSTGRES_URL).set(password="s3cret-pw").render_as_string(hide_password=False)
     for extra in ((), ("--json",)):
         argv = ["sweep", "--model", str(model), "--storage", url, "--study", _name()]
+        argv += ["--producers", "cascader"]
         code, out, err = _finish(_dse(*argv, "--trials", "1", *extra), 120)
         assert code == 0, err
         assert "s3cret-pw" not in out + err and "***" in out

@@ -173,7 +173,8 @@ def test_an_exported_config_verifies_the_point_it_describes(
 ) -> None:
     out_dir, config = tmp_path / "study", tmp_path / "cfg.json"
     # Four trials: the first is the one seed, the cascader at its default options.
-    assert main(["sweep", "--model", str(chain), "--trials", "4", "--out", str(out_dir)]) == 0
+    assert main(["sweep", "--model", str(chain), "--trials", "4", "--out", str(out_dir),
+                 "--producers", "cascader"]) == 0  # fmt: skip
     storage = f"sqlite:///{out_dir / 'study.db'}"
     assert main(["export", "--storage", storage, "--study", "chain-ethos-u55-256",
                  "--trial", "0", "-o", str(config)]) == 0  # fmt: skip

@@ -34,6 +34,7 @@ FAST_HEARTBEAT = {"DSE_HEARTBEAT_SECONDS": "1", "DSE_GRACE_SECONDS": "5"}
 
 def _sweep(storage: str, study: str, trials: int, *extra: str) -> None:
     argv = ["sweep", "--model", str(EXAMPLE), "--storage", storage, "--study", study]
+    argv += ["--producers", "cascader"]
     argv += ["--trials", str(trials), "--sram-min", "128KiB", "--sram-max", "1MiB", "--json"]
     assert main([*argv, *extra]) == 0
 
