@@ -38,6 +38,8 @@ _ELEMENTWISE = {mode.value: mode.name for mode in elementwise_mode}
 _POOLING = {mode.value: mode.name for mode in pooling_mode}
 _FULL_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767),
                "uint16": (0, 65535)}  # fmt: skip
+# The simulator's names of the IFM resampling modes -> Vela's (NpuResamplingMode).
+_RESAMPLING = {"NONE": "NONE", "NEAREST": "NEAREST", "ZEROS": "TRANSPOSE"}
 _SHRAM_REGION = 0x100  # bit 8 of a DMA region register: the NPU's internal SHRAM
 
 
@@ -148,7 +150,7 @@ def describe(regs: RegisterFile, code: int, param: int) -> NpuOpDescription:
         "kernel": (k.height, k.width),
         "stride": (k.stride_y, k.stride_x),
         "dilation": (k.dilation_y, k.dilation_x),
-        "upscale": upscale(regs),
+        "upscale": _RESAMPLING[upscale(regs)],
     }
     if code == cmd0.NPU_OP_POOL.value:
         if param not in _POOLING:
