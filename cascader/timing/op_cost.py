@@ -182,8 +182,10 @@ def kernel_cost(
 ) -> KernelCost:
     """Vela's cycles of the kernel operation the registers set up, with the block config the
     stream gives it and each operand in its region's memory area. Weights and scales read
-    in place count unscaled, encoded weight bytes in proportion to the weight elements
-    Vela's model fetches, as `ethosu.perf` charges them."""
+    in place (from the constants, region 0) count unscaled, encoded weight bytes in
+    proportion to the weight elements Vela's model fetches; read from a buffer a DMA filled
+    they count in no area's access cycles. Both as Vela's estimate and `ethosu.perf` charge
+    them."""
     desc = describe(regs, code, param)
     ifm_area = areas.area(regs.param(cmd0.NPU_SET_IFM_REGION))
     ofm_area = areas.area(regs.param(cmd0.NPU_SET_OFM_REGION))
@@ -203,7 +205,7 @@ def kernel_cost(
     moved: dict[str, float] = {}
     for area, _direction, _nbytes, scaled in cost.feature_maps:
         moved[area] = moved.get(area, 0.0) + scaled
-    if weighted and const_area is not None:
+    if weighted and const_area is not None and regs.param(cmd0.NPU_SET_WEIGHT_REGION) == 0:
         weights = _stream_bytes(
             regs, (cmd1.NPU_SET_WEIGHT_LENGTH, cmd1.NPU_SET_WEIGHT1_LENGTH), cores
         )
