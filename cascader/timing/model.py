@@ -11,7 +11,7 @@ import tflite
 from cascader.ethosu.defaults import system_defaults
 from cascader.ethosu.vela_arch import DEFAULT_VELA_INI
 from cascader.simulator.payload import parse_payload
-from cascader.timing.timeline import TimedStream, time_payload
+from cascader.timing.timeline import TimedStream, TimingError, time_payload
 
 __all__ = ["ethos_u_payloads", "time_model"]
 
@@ -53,7 +53,7 @@ def time_model(
     for payload in ethos_u_payloads(raw):
         accelerator = parse_payload(payload).accelerator
         if accelerator is None:
-            raise ValueError("an ethos-u operator's payload names no Ethos-U55/U65 accelerator")
+            raise TimingError("an ethos-u operator's payload names no Ethos-U55/U65 accelerator")
         config, mode = system_defaults(accelerator, system_config, memory_mode)
         timed = time_payload(payload, (accelerator, config, mode, config_path))
         total.jobs.extend(timed.jobs)

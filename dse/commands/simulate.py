@@ -93,7 +93,6 @@ def run(args: argparse.Namespace) -> int:
             f"--reference {args.reference}: is itself compiled (it has ethos-u operators); give "
             "the model it was compiled from"
         )
-    timed = _timed(compiled, args)
     try:
         result = check_against_litert(compiled, reference, args.samples)
     except NotTheSameModel as error:
@@ -103,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         ) from None
     except SimulationError as error:
         raise BadInput(f"{args.model}: {str(error).splitlines()[0]}") from None
+    timed = _timed(compiled, args)
     if args.json:
         cycles = None if timed is None else timed.cycles
         print(json.dumps({**result.to_json(), "timed_cycles": cycles}))
