@@ -4,6 +4,7 @@ input, timed one after another on a system from vela.ini."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import tflite
@@ -48,7 +49,8 @@ def time_model(
 ) -> TimedStream:
     """The timed cycles of every `ethos-u` operator's streams, one after another, on the
     accelerator the payloads name (the family's default system config and memory mode when
-    not given). Host operators between them are not timed."""
+    not given). Host operators between them are not timed; job times count from the first
+    operator's start."""
     total = TimedStream()
     for payload in ethos_u_payloads(raw):
         accelerator = parse_payload(payload).accelerator
@@ -56,6 +58,7 @@ def time_model(
             raise TimingError("an ethos-u operator's payload names no Ethos-U55/U65 accelerator")
         config, mode = system_defaults(accelerator, system_config, memory_mode)
         timed = time_payload(payload, (accelerator, config, mode, config_path))
-        total.jobs.extend(timed.jobs)
+        shift = total.cycles
+        total.jobs += [replace(j, start=j.start + shift, end=j.end + shift) for j in timed.jobs]
         total.cycles += timed.cycles
     return total
