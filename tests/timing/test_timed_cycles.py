@@ -30,11 +30,9 @@ from dse.cli import main
 U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
 U65 = ("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram")
 MODEL = CATALOGUE["mobilenet_like"]().build()
-# benchmarks/README.md "Timed cycles": on Vela's output every builder composition is within
-# 6% of Vela's estimate; ours at this point within 10% (the weight copies our stream waits
-# for, which our estimate hides under the previous op).
+# Issue 41's target; benchmarks/README.md "Timed cycles" has mobilenet_like's measured ratios.
 VELA_TOLERANCE = 0.10
-OURS_TOLERANCE = 0.15
+OURS_TOLERANCE = 0.10
 _VELA_CHILD = "import sys; from ethosu.vela import vela; sys.exit(vela.main(sys.argv[1:]))"
 
 
