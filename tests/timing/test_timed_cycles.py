@@ -24,7 +24,7 @@ from cascader.point import PointConfig
 from cascader.simulator.commands import decode_commands
 from cascader.simulator.payload import parse_payload, replace_stream
 from cascader.testing.networks import CATALOGUE
-from cascader.timing import ethos_u_payloads, time_model, time_payload
+from cascader.timing import TimingError, ethos_u_payloads, time_model, time_payload
 from dse.cli import main
 
 U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
@@ -88,6 +88,22 @@ def _with_waits_after_every_job(payload: bytes) -> bytes:
     return replace_stream(payload, out)
 
 
+def _with_ifm_region(payload: bytes, region: int) -> bytes:
+    words = [int(w) for w in parse_payload(payload).streams[0]]
+    commands, _ = decode_commands(np.array(words, np.uint32))
+    for command in commands:
+        if command.code == cmd0.NPU_SET_IFM_REGION.value and not command.is_cmd1:
+            words[command.offset // 4] = command.code | (region << 16)
+    return replace_stream(payload, words)
+
+
+def test_a_region_with_no_memory_area_is_named(tmp_path: Path) -> None:
+    _, compiled = _vela(tmp_path, U55, legacy=False)
+    (payload,) = ethos_u_payloads(compiled)
+    with pytest.raises(TimingError, match=r"NPU_OP_\w+ at 0x[0-9a-f]+: region 5 has no memory"):
+        time_payload(_with_ifm_region(payload, 5), (*U55, DEFAULT_VELA_INI))
+
+
 def test_waits_decide_what_overlaps(tmp_path: Path) -> None:
     """With a wait after every job the stream takes the sum of its jobs; Vela's own waits let
     its DMAs run under compute, so its stream takes less than that."""
@@ -101,7 +117,7 @@ def test_waits_decide_what_overlaps(tmp_path: Path) -> None:
     assert own.cycles < serial.cycles - 0.5 * own.busy(False)
 
 
-def test_dse_simulate_json_has_timed_cycles(
+def test_dse_simulate_gives_timed_cycles(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _, compiled = _vela(tmp_path, U55, legacy=False)
@@ -111,3 +127,9 @@ def test_dse_simulate_json_has_timed_cycles(
     data = json.loads(capsys.readouterr().out)
     assert code == 0
     assert data["timed_cycles"] == pytest.approx(time_model(compiled).cycles)
+    code = main(["simulate", "--model", str(built), "--reference", str(tmp_path / "model.tflite"),
+                 "--samples", "1"])  # fmt: skip
+    assert code == 0
+    assert (
+        f"timed cycles: {data['timed_cycles']:,.0f} (kernel engine busy" in capsys.readouterr().out
+    )
