@@ -18,7 +18,13 @@ from ethosu.vela.ethos_u55_regs.ethos_u55_regs import (
 
 from cascader.ethosu.npu_op import Activation, NpuOpDescription
 from cascader.ethosu.perf_query import AREA_NAMES
-from cascader.ethosu.vela_cost import mem2mem_cycles, pool_free_arch, read_cycles, stripe_cost
+from cascader.ethosu.vela_cost import (
+    StripeCost,
+    mem2mem_cycles,
+    pool_free_arch,
+    read_cycles,
+    stripe_cost,
+)
 from cascader.simulator.descriptors import (
     Unsupported,
     broadcast,
@@ -41,6 +47,7 @@ _FULL_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767),
 # The simulator's names of the IFM resampling modes -> Vela's (NpuResamplingMode).
 _RESAMPLING = {"NONE": "NONE", "NEAREST": "NEAREST", "ZEROS": "TRANSPOSE"}
 _SHRAM_REGION = 0x100  # bit 8 of a DMA region register: the NPU's internal SHRAM
+CONSTANTS_REGION = 0  # the base pointer of the read-only constants (Vela's and ours)
 
 
 @dataclass(frozen=True)
@@ -58,7 +65,7 @@ class SystemAreas:
         return cls(
             system,
             {
-                0: AREA_NAMES[arch.permanent_storage_mem_area],
+                CONSTANTS_REGION: AREA_NAMES[arch.permanent_storage_mem_area],
                 1: AREA_NAMES[arch.feature_map_storage_mem_area],
                 2: AREA_NAMES[arch.fast_storage_mem_area],
             },
@@ -81,7 +88,7 @@ class KernelCost:
 
     @property
     def cycles(self) -> float:
-        return max(self.compute, *self.access.values())
+        return max([self.compute, *self.access.values()])
 
     @property
     def bound(self) -> str:
@@ -106,7 +113,9 @@ def _activation(regs: RegisterFile, ofm_dtype: str) -> Activation:
     return "NONE" if full is None or (low <= full[0] and high >= full[1]) else "CLIP"
 
 
-def _windowed_ifm(regs: RegisterFile, ofm: tuple[int, int, int], depth: int) -> tuple:
+def _windowed_ifm(
+    regs: RegisterFile, ofm: tuple[int, int, int], depth: int
+) -> tuple[int, int, int]:
     """The IFM box a windowed operation reads for its OFM: the kernel's span over the OFM,
     less the padding the NPU inserts, halved when the IFM is upscaled."""
     k, pad = kernel(regs), padding(regs)
@@ -182,9 +191,8 @@ def kernel_cost(
 ) -> KernelCost:
     """Vela's cycles of the kernel operation the registers set up, with the block config the
     stream gives it and each operand in its region's memory area. Weights and scales read
-    in place (from the constants, region 0) count unscaled, encoded weight bytes in
-    proportion to the weight elements Vela's model fetches; read from a buffer a DMA filled
-    they count in no area's access cycles. Both as Vela's estimate and `ethosu.perf` charge
+    in place (from the constants region) count unscaled; read from a buffer a DMA filled
+    they count in no area's access cycles: both as Vela's estimate and `ethosu.perf` charge
     them."""
     desc = describe(regs, code, param)
     ifm_area = areas.area(regs.param(cmd0.NPU_SET_IFM_REGION))
@@ -205,20 +213,24 @@ def kernel_cost(
     moved: dict[str, float] = {}
     for area, _direction, _nbytes, scaled in cost.feature_maps:
         moved[area] = moved.get(area, 0.0) + scaled
-    if weighted and const_area is not None and regs.param(cmd0.NPU_SET_WEIGHT_REGION) == 0:
-        weights = _stream_bytes(
-            regs, (cmd1.NPU_SET_WEIGHT_LENGTH, cmd1.NPU_SET_WEIGHT1_LENGTH), cores
-        )
-        scales = _stream_bytes(regs, (cmd1.NPU_SET_SCALE_LENGTH, cmd1.NPU_SET_SCALE1_LENGTH), cores)
-        per_channel = desc.kernel[0] * desc.kernel[1]
-        if desc.kind == "conv2d":
-            per_channel *= desc.ifm_shape[2]
-        constants = cost.const_read[0] * weights / (per_channel * desc.ofm_shape[2])
-        if cost.const_read[1] > 0:
-            constants += scales
-        moved[const_area] = moved.get(const_area, 0.0) + constants
+    if const_area is not None and regs.param(cmd0.NPU_SET_WEIGHT_REGION) == CONSTANTS_REGION:
+        moved[const_area] = moved.get(const_area, 0.0) + _constant_bytes(regs, desc, cost, cores)
     access = {area: read_cycles(areas.system, area, n) for area, n in moved.items()}
     return KernelCost(desc, cost.op_cycles, access)
+
+
+def _constant_bytes(
+    regs: RegisterFile, desc: NpuOpDescription, cost: StripeCost, cores: int
+) -> float:
+    """Encoded weight bytes in proportion to the weight elements Vela's model fetches (it
+    may fetch them more than once), and the scales once."""
+    weights = _stream_bytes(regs, (cmd1.NPU_SET_WEIGHT_LENGTH, cmd1.NPU_SET_WEIGHT1_LENGTH), cores)
+    scales = _stream_bytes(regs, (cmd1.NPU_SET_SCALE_LENGTH, cmd1.NPU_SET_SCALE1_LENGTH), cores)
+    per_channel = desc.kernel[0] * desc.kernel[1]
+    if desc.kind == "conv2d":
+        per_channel *= desc.ifm_shape[2]
+    read = cost.const_read[0] * weights / (per_channel * desc.ofm_shape[2])
+    return read + (scales if cost.const_read[1] > 0 else 0)
 
 
 def dma_cycles(regs: RegisterFile, areas: SystemAreas) -> float:
