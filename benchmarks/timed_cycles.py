@@ -13,8 +13,13 @@ With `--ours`, the same for this project's own `_dse.tflite` at a few SRAM pools
 design point's default options): our estimate (`Session.compile`'s) against the timed cycles
 of the file `dse compile` would write.
 
+`--jobs` prints, per case, every kernel operation and DMA of the timed run on stderr (start,
+cycles, and for a kernel its description, compute and access cycles, what bounds it): what
+the README's explanations of the outliers are read from.
+
 Usage:
-    python benchmarks/timed_cycles.py [--quick] [--ours] [--models-dir DIR] [--models STEM ...]
+    python benchmarks/timed_cycles.py [--quick] [--ours] [--jobs] [--models-dir DIR]
+        [--models STEM ...]
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from cascader.ethosu.vela_arch import DEFAULT_VELA_INI
 from cascader.pipeline import Session
 from cascader.point import Device, PointConfig
 from cascader.testing.networks import CATALOGUE, COMPOSITIONS
-from cascader.timing import time_model
+from cascader.timing import TimedStream, time_model
 
 VELA = Path(sys.executable).parent / "vela"
 SYSTEMS = {
@@ -82,16 +87,34 @@ def vela_estimate_and_file(model: Path, accelerator: str, core: str, out: Path) 
     return estimate, (out / f"{model.stem}_vela.tflite").read_bytes()
 
 
-def measure(model: Path, name: str, accelerator: str, core: str) -> Row:
+def measure(model: Path, name: str, accelerator: str, core: str) -> tuple[Row, TimedStream]:
     config, mode = SYSTEMS[accelerator]
     with tempfile.TemporaryDirectory() as tmp:
         estimate, compiled = vela_estimate_and_file(model, accelerator, core, Path(tmp))
     timed = time_model(compiled, config, mode)
-    return Row(name, accelerator, core, estimate, timed.cycles, timed.busy(True),
-               timed.busy(False))  # fmt: skip
+    row = Row(name, accelerator, core, estimate, timed.cycles, timed.busy(True),
+              timed.busy(False))  # fmt: skip
+    return row, timed
 
 
-def ours(model: Path, name: str) -> list[Row]:
+def job_lines(row: Row, timed: TimedStream) -> str:
+    """Every job of one case's timed run, in stream order."""
+    lines = [f"# {row.model} {row.accelerator} {row.core}: estimate {row.estimate:,.0f}, "
+             f"timed {row.timed:,.0f}"]  # fmt: skip
+    for job in timed.jobs:
+        cycles = job.end - job.start
+        line = f"{job.offset:#07x} {job.name:<20} start {job.start:>11,.0f} {cycles:>10,.0f}"
+        cost = job.cost
+        if cost is not None:
+            d = cost.description
+            access = " ".join(f"{a} {c:,.0f}" for a, c in cost.access.items())
+            line += (f"  {d.kind} {d.sub_op} ifm {d.ifm_shape} ofm {d.ofm_shape} k {d.kernel} "
+                     f"| compute {cost.compute:,.0f} {access} -> {cost.bound}")  # fmt: skip
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def ours(model: Path, name: str) -> list[tuple[Row, TimedStream]]:
     """Our estimate against our file's timed cycles, per device and pool that fits."""
     rows = []
     for accelerator, (config, mode) in SYSTEMS.items():
@@ -103,8 +126,9 @@ def ours(model: Path, name: str) -> list[Row]:
                 continue
             data = model_for_firmware(session.model_bytes, compiled, point.schedule)
             timed = time_model(data, config, mode)
-            rows.append(Row(name, accelerator, f"ours {pool >> 10} KiB", estimate.total_cycles,
-                            timed.cycles, timed.busy(True), timed.busy(False)))  # fmt: skip
+            row = Row(name, accelerator, f"ours {pool >> 10} KiB", estimate.total_cycles,
+                      timed.cycles, timed.busy(True), timed.busy(False))  # fmt: skip
+            rows.append((row, timed))
     return rows
 
 
@@ -131,6 +155,25 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def cases(path: Path, name: str, our_files: bool) -> list[tuple[Row, TimedStream]]:
+    """The model's cases: ours at each pool, or Vela's per device and core; a case Vela,
+    our front half or the timing refuses is said on stderr and left out."""
+    if our_files:
+        try:
+            return ours(path, name)
+        except Exception as error:  # a model our front half refuses: say it
+            print(f"{name}: {error}", file=sys.stderr)
+            return []
+    found = []
+    for accelerator in SYSTEMS:
+        for core in CORES:
+            try:
+                found.append(measure(path, name, accelerator, core))
+            except Exception as error:  # one model Vela or the timing refuses: say it
+                print(f"{name} {accelerator} {core}: {error}", file=sys.stderr)
+    return found
+
+
 def summary(rows: list[Row]) -> str:
     """Per compiler and device: cases, how many within 10% of the estimate, the ratios."""
     lines = [
@@ -154,29 +197,20 @@ def main() -> int:
     add_model_arguments(parser)
     parser.add_argument("--quick", action="store_true", help="builder compositions only")
     parser.add_argument("--ours", action="store_true", help="our _dse.tflite, not Vela's")
+    parser.add_argument("--jobs", action="store_true", help="every timed job, on stderr")
     args = parser.parse_args()
     shared = [(p.stem, p) for p in (model_paths(args) or [])]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         names = [*COMPOSITIONS, "mobilenet_like"] if args.quick else list(CATALOGUE)
         for name, path in shared + builder_models(names, Path(tmp)):
-            if args.ours:
-                try:
-                    rows += ours(path, name)
-                except Exception as error:  # a model our front half refuses: say it
-                    print(f"{name}: {error}", file=sys.stderr)
-                continue
-            for accelerator in SYSTEMS:
-                for core in CORES:
-                    try:
-                        row = measure(path, name, accelerator, core)
-                    except Exception as error:  # one model Vela or timing refuses: say it
-                        print(f"{name} {accelerator} {core}: {error}", file=sys.stderr)
-                        continue
-                    if row.estimate == 0:  # Vela moved no data on the NPU (e.g. a RESHAPE)
-                        print(f"{name} {accelerator} {core}: no NPU cycles", file=sys.stderr)
-                    else:
-                        rows.append(row)
+            for row, timed in cases(path, name, args.ours):
+                if row.estimate == 0:  # Vela moved no data on the NPU (e.g. a RESHAPE)
+                    print(f"{name} {row.accelerator} {row.core}: no NPU cycles", file=sys.stderr)
+                    continue
+                rows.append(row)
+                if args.jobs:
+                    print(job_lines(row, timed), file=sys.stderr)
     print(table(rows))
     print()
     print(summary(rows))
