@@ -8,7 +8,8 @@ at most n DMAs are, and issuing a job to a full queue (the accelerator's queue d
 simulator's hazard check uses them) holds it until the oldest job of that queue ends. A
 kernel operation's block dependency (NPU_SET_BLOCKDEP) lets its first blocks start while the
 previous operation's last ones drain; Vela's per-operation formulas have no separate fill
-or drain term to overlap, so successive kernel operations are timed back to back.
+or drain term to overlap, so successive kernel operations are timed back to back. Nor do
+the engines share a memory's bandwidth: each job takes its own cost, as in Vela's estimate.
 """
 
 from __future__ import annotations
