@@ -434,6 +434,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--reference", type=_file, required=True, metavar="M.tflite", help="the original model"
     )
+    g = p.add_argument_group("timed cycles (the accelerator is the one the file names)")
+    g.add_argument(
+        "--system-config",
+        default=None,
+        metavar="NAME",
+        help=f"vela.ini system config to time the streams on (default {U55_SYSTEM_CONFIG}, "
+        f"{U65_SYSTEM_CONFIG} for U65)",
+    )
+    g.add_argument(
+        "--memory-mode",
+        default=None,
+        metavar="NAME",
+        help=f"vela.ini memory mode (default {U55_MEMORY_MODE}, {U65_MEMORY_MODE} for U65)",
+    )
+    g.add_argument(
+        "--vela-config",
+        default=None,
+        metavar="VELA_INI",
+        help="a vela.ini with more system configs / memory modes (default: the one Vela ships)",
+    )
     _add_samples(p)
     _add_json(p)
 

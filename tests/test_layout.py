@@ -22,6 +22,7 @@ LAYERS = (
     "cascader.reference",
     "cascader.simulator",
     "cascader.ethosu",
+    "cascader.timing",
     "cascader.schedule",
     "cascader.frontend",
     "cascader.lowering",
@@ -40,13 +41,14 @@ ONLY = {
     "cascader.simulator": {"cascader.ir", "cascader.reference"},
 }
 # Packages that run without TVM (the graph-JSON core, the numpy reference and simulator, the
-# Ethos-U device model and the design point types).
+# Ethos-U device model, the timed cycles of a stream and the design point types).
 NO_TVM = (
     "cascader.ir",
     "cascader.core",
     "cascader.reference",
     "cascader.simulator",
     "cascader.ethosu",
+    "cascader.timing",
     "cascader.schedule",
     "cascader.point",
 )

@@ -2,21 +2,30 @@
 own `<model>_vela.tflite`) as a firmware build would, its `ethos-u` operators' command streams
 on the Ethos-U simulator and its other operators on LiteRT, and compare it with LiteRT on the
 original model. Exit 0 when every output is within one step of LiteRT and the simulator
-finds nothing, 1 otherwise (with one line on stderr), 2 for bad input."""
+finds nothing, 1 otherwise (with one line on stderr), 2 for bad input.
+
+It also times the command streams (`cascader.timing`): the cycles they take when each
+command costs what Vela's per-operation formulas say and DMA overlaps compute only where the
+stream's waits allow, on the system config and memory mode given (the accelerator is the
+file's)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import tflite
 
 from cascader.artifact.run import NotTheSameModel, SimulationCheck, check_against_litert
+from cascader.ethosu.errors import DeviceConfigError
+from cascader.ethosu.vela_arch import DEFAULT_VELA_INI
 from cascader.frontend.errors import ModelError
 from cascader.frontend.tflite_check import parse_tflite, read_model
 from cascader.frontend.tflite_import import load_tflite
 from cascader.simulator import SimulationError
+from cascader.timing import TimedStream, TimingError, time_model
 from dse.constant_outputs import warn_constant
 from dse.errors import BadInput
 
@@ -35,6 +44,28 @@ def _compiled(model: bytes) -> bool:
     tree = tflite.Model.GetRootAsModel(model, 0)
     codes = (tree.OperatorCodes(i) for i in range(tree.OperatorCodesLength()))
     return any(code.CustomCode() == b"ethos-u" for code in codes)
+
+
+def _timed(command: str, compiled: bytes, args: argparse.Namespace) -> TimedStream | None:
+    """The streams' timed cycles on `args`' system config and memory mode; None (said on
+    stderr) when a command cannot be timed."""
+    config_path = Path(args.vela_config) if args.vela_config else DEFAULT_VELA_INI
+    try:
+        return time_model(compiled, args.system_config, args.memory_mode, config_path)
+    except DeviceConfigError as error:
+        raise BadInput(str(error)) from None
+    except TimingError as error:
+        print(f"{command}: cannot time the streams: {error}", file=sys.stderr)
+        return None
+
+
+def _timed_line(timed: TimedStream | None) -> str:
+    if timed is None:
+        return "timed cycles: not timed"
+    return (
+        f"timed cycles: {timed.cycles:,.0f} (kernel engine busy {timed.busy(True):,.0f}, "
+        f"DMA busy {timed.busy(False):,.0f})"
+    )
 
 
 def _table(result: SimulationCheck) -> str:
@@ -71,8 +102,9 @@ def check_and_report(
     args: argparse.Namespace,
 ) -> int:  # fmt: skip
     """Simulate `compiled` (a Vela-format file called `name`) against LiteRT on `reference`
-    with `args.samples` inputs, print the result (`args.json`) and give the exit code: 0
-    within the kernel set's tolerance and no finding, else 1 with one line on stderr."""
+    with `args.samples` inputs, time its streams on `args.system_config`/`memory_mode`/
+    `vela_config`, print the result (`args.json`) and give the exit code: 0 within the kernel
+    set's tolerance and no finding, else 1 with one line on stderr."""
     try:
         result = check_against_litert(compiled, reference, args.samples)
     except NotTheSameModel as error:
@@ -82,7 +114,12 @@ def check_and_report(
         ) from None
     except SimulationError as error:
         raise BadInput(f"{name}: {str(error).splitlines()[0]}") from None
-    print(json.dumps(result.to_json()) if args.json else _table(result))
+    timed = _timed(command, compiled, args)
+    if args.json:
+        cycles = None if timed is None else timed.cycles
+        print(json.dumps({**result.to_json(), "timed_cycles": cycles}))
+    else:
+        print(_table(result) + "\n" + _timed_line(timed))
     warn_constant(command, reference_name, result.outputs, result.samples)
     if result.max_abs_diff() > result.litert_tolerance:
         worst = max(result.outputs, key=lambda o: o.max_abs_diff)

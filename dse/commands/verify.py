@@ -71,8 +71,10 @@ def _verify_vela(args: argparse.Namespace, config: dict) -> int:
         compiled = compile_model(model, exported_vela_options(config))
     except VelaError as error:
         raise BadInput(f"{model}: {error}") from None
+    system = {key: config.get(key) for key in ("system_config", "memory_mode", "vela_config")}
     return check_and_report("dse verify", f"{model.stem}_vela.tflite (Vela's own schedule)",
-                            compiled.tflite, args.model, load_tflite(model), args)  # fmt: skip
+                            compiled.tflite, args.model, load_tflite(model),
+                            argparse.Namespace(**{**vars(args), **system}))  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
