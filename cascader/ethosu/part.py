@@ -224,11 +224,11 @@ class EthosuPart(Part):
         extent[:, : min(out_dims, shape_dims)] = shapes[:, :out_dims]
         result = np.zeros((n_shapes, n_blocks, len(self.propagators)), dtype=np.int64)
         for i, (prop, tensor) in enumerate(zip(self.propagators, self.inputs, strict=True)):
-            lin, shift = prop._linear, prop._shift
+            lin, shift = prop.linear, prop.shift
             in_shape = np.ceil(blocks @ lin.T + shift).astype(np.int64)[None, :, :, None]
             in_extent = np.ceil(extent @ lin.T + shift).astype(np.int64)[:, None, :, None]
             in_stride = np.trunc((blocks @ lin.T).astype(np.float32)).astype(np.int64)
-            in_stripes = stripes @ prop._nonzero.T
+            in_stripes = stripes @ prop.feeds.T
             in_stripes[in_stripes == 0] = 1
             # Per (shape, block config, input axis): the elements the axis' windows read.
             sums = _axis_window_sums(
