@@ -12,7 +12,7 @@ import numpy as np
 from cascader.core.floats import f32
 from cascader.core.part import BufferMode, Part, in_place_input
 from cascader.core.plan import Plan
-from cascader.core.plan_context import PlanContext, part_encoding, per_cycle
+from cascader.core.plan_context import PlanContext, per_cycle
 from cascader.core.stripe_config import StripeConfig
 from cascader.core.tensor_config import TensorConfig, TensorConfigState
 
@@ -169,13 +169,14 @@ def _vela_single_plans(
     """`generate_single_plans` under the "vela" cost model: a plan costs what the flow's
     evaluator (Vela's performance model over the plan's stripe schedule) charges the op: the
     largest of its NPU cycles and each memory region's access cycles (the bytes the NPU reads
-    and writes there, feature maps scaled by Vela's burst efficiency, over the region's
-    bandwidth). The NPU cycles are the compute plus the DMA copies of its constants: the
-    schedule copies them into one buffer per constant, so each slice's copy waits for the
-    stripes before it, all but the first, which runs under the previous op (`copy_slack`).
-    A convolution in one stripe is costed double-buffered instead, as the schedule runs a
-    plan left with that op alone (its copies overlap the compute; merged into a longer plan
-    of one stripe it would be single-buffered, which the single plan cannot know).
+    and writes there times the part's cycles per byte there, `Part.access_costs`). The NPU
+    cycles are the compute plus the DMA copies of its constants: the schedule copies them
+    into one buffer per constant, so each slice's copy waits for the stripes before it, all
+    but the first, which runs under the previous op (`copy_slack`).
+    A part that double-buffers its weights alone (`Part.double_buffers_whole_weights`) is
+    costed so in one stripe, as the schedule runs a plan left with that op alone (its copies
+    overlap the compute; merged into a longer plan of one stripe it would be
+    single-buffered, which the single plan cannot know).
     Memory counts a copied weight buffer encoded and an elementwise output written over its
     input (`in_place_input`) once, as the schedule holds them. The copied constants' reads
     are not access cycles. The evaluator sees an op's constants as copied only when its
@@ -185,10 +186,10 @@ def _vela_single_plans(
     read from and spread over the combinations with numpy; configs that differ only in loop
     order cost the same (only their buffers differ), so it is asked per stripe tiling (and
     output mode and area), for all of the part's at once."""
-    weights = getattr(part, "weight_tensor_idx", -1)
+    weights = part.weight_tensor_idx
     fused = in_place_input(part)
     slack = ctx.copy_slack(part) if weights >= 0 else 0.0
-    encodings = [part_encoding(part, slot) for slot in range(len(part.inputs))]
+    encodings = [part.weight_encoding(slot) for slot in range(len(part.inputs))]
     rows: list[tuple[list[list[TensorConfig]], list[TensorConfig]]] = []
     # Per row: its input choices' cascade-region bytes (slot after slot), its kept outputs'
     # positions, numbers, cycles (as a number in `tiled`) and cascade-region bytes, and
@@ -205,11 +206,10 @@ def _vela_single_plans(
     layout: _VelaLayout | None = None
     # Per (stripe tiling, output buffer mode, output copy region): a number, and the DMA
     # and constant copy cycles per combination. A part may cost an output in another mode
-    # than its own (see EthosuPart.costed_mode).
-    costed_mode = getattr(part, "costed_mode", None)
+    # than its own (`Part.costed_mode`).
     tiled: dict[tuple[StripeConfig, BufferMode, str], int] = {}
     tiled_transfers: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    streams = weights >= 0 and getattr(part, "op", "") != "fully_connected"
+    double_buffers = part.double_buffers_whole_weights
     cascade = ctx.cascade
     # Per (input stripe config, slot): its options (rows share their constants' configs).
     slot_options: dict[tuple[StripeConfig, int], list[tuple]] = {}
@@ -230,15 +230,15 @@ def _vela_single_plans(
         if layout is None:
             layout = _VelaLayout(ctx, options, weights)
         tiling = ctx.tiling(output_stripe_config)
-        # A lone convolution in one stripe double-buffers its copied weights (the schedule's
+        # A part alone in one stripe may double-buffer its copied weights (the schedule's
         # `double_buffered`): their copies overlap its compute.
-        overlapped = streams and math.prod(output_stripe_config.stripes) == 1
+        overlapped = double_buffers and math.prod(output_stripe_config.stripes) == 1
         transfers = None
         kept = [o for o, keep in enumerate(wanted) if keep]
         numbers = []
         for o in kept:
             out = outs[o]
-            mode = out.buffer_mode if costed_mode is None else costed_mode(tiling, out.buffer_mode)
+            mode = part.costed_mode(tiling, out.buffer_mode)
             key = (tiling, mode, out.copy_region)
             number = tiled.get(key)
             if number is None:
@@ -287,9 +287,7 @@ def _vela_single_plans(
             np.array(written_over, dtype=np.int64)[row_of, layout.picks[fused][combo_of]],
             np.array(output_memory, dtype=np.int64)[kept_at],
         )
-    prepare = getattr(part, "prepare_block_costs", None)
-    if prepare is not None:
-        prepare([key[0] for key in tiled], [key[1] for key in tiled])
+    part.prepare_block_costs([key[0] for key in tiled], [key[1] for key in tiled])
     cycles_all = _tiled_cycles(part, layout, tiled, tiled_transfers)[
         np.array(output_cycles, dtype=np.int64)[kept_at], combo_of
     ]
@@ -511,7 +509,7 @@ def _vela_input(
 ) -> tuple:
     """One input option of `_vela_single_plans`: (config, cascade-region bytes, overlapped
     DMA cycles, constant copy bytes (all, first), area its reads count in when the op's
-    weights are copied, and when they are not). `encoding`: see `part_encoding`."""
+    weights are copied, and when they are not). `encoding`: see `Part.weight_encoding`."""
     memory = _input_memory(config, ctx.cascade)
     if has_weights and config.tensor.is_constant:
         copy_bytes = (
