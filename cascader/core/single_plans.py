@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -212,7 +213,7 @@ def _vela_single_plans(
     double_buffers = part.double_buffers_whole_weights
     cascade = ctx.cascade
     # Per (input stripe config, slot): its options (rows share their constants' configs).
-    slot_options: dict[tuple[StripeConfig, int], list[tuple]] = {}
+    slot_options: dict[tuple[StripeConfig, int], list[VelaInput]] = {}
     for output_stripe_config, input_stripe_configs, outs, wanted in _stripe_choices(
         part, output_stripe_configs, ctx, joinable
     ):
@@ -248,7 +249,7 @@ def _vela_single_plans(
                 tiled_transfers.append(transfers)
             numbers.append(number)
             output_memory.append(_whole_memory(out, cascade))
-        configs = [[option[0] for option in choices] for choices in options]
+        configs = [[option.config for option in choices] for choices in options]
         open_numbers.append(
             [
                 open_inputs.setdefault(
@@ -257,9 +258,9 @@ def _vela_single_plans(
                 for interior in layout.open_positions
             ]
         )
-        input_memory.append([option[1] for choices in options for option in choices])
+        input_memory.append([option.memory for choices in options for option in choices])
         if fused >= 0:
-            written_over.append([_whole_memory(o[0], cascade) for o in options[fused]])
+            written_over.append([_whole_memory(o.config, cascade) for o in options[fused]])
         output_cycles += numbers
         kept_outputs.append(kept)
         output_numbers += [outputs.setdefault(outs[o], len(outputs)) for o in kept]
@@ -346,9 +347,9 @@ class _VelaLayout:
     input has depends on its tensor, not on the stripe config (`PlanContext.input_configs`),
     so what only depends on the kinds of choices is worked out once per part: each
     combination's picks, the areas it reads, its group of constant choices and its set of
-    INTERIOR inputs. A row's options (`_vela_input` tuples) give the values."""
+    INTERIOR inputs. A row's options (`VelaInput`s) give the values."""
 
-    def __init__(self, ctx: PlanContext, options: list[list[tuple]], weights: int) -> None:
+    def __init__(self, ctx: PlanContext, options: list[list[VelaInput]], weights: int) -> None:
         self.ctx, self.weights = ctx, weights
         sizes = [len(choices) for choices in options]
         self.count = math.prod(sizes)
@@ -359,7 +360,7 @@ class _VelaLayout:
         for size in sizes:
             self.picks.append(combination // step % size)
             step *= size
-        configs = [[option[0] for option in choices] for choices in options]
+        configs = [[option.config for option in choices] for choices in options]
         self.copied = np.zeros(self.count, dtype=bool)
         if weights >= 0:
             self.copied = np.array([c.copy_tensor for c in configs[weights]])[self.picks[weights]]
@@ -369,8 +370,8 @@ class _VelaLayout:
         code = np.zeros(self.count, dtype=np.int64)
         for slot, choices in enumerate(options):
             ids = np.array(
-                [[names.setdefault(o[5], len(names)), names.setdefault(o[4], len(names))]
-                 for o in choices],
+                [[names.setdefault(o.area_weights_home, len(names)),
+                  names.setdefault(o.area_weights_copied, len(names))] for o in choices],
                 dtype=np.int64,
             )  # fmt: skip
             code = code * (len(ctx.regions) + 2) + ids[self.picks[slot], self.copied.astype(int)]
@@ -383,7 +384,7 @@ class _VelaLayout:
         for combo in first:
             copied = bool(self.copied[combo])
             areas = tuple(
-                choices[int(pick[combo])][4 if copied else 5]
+                choices[int(pick[combo])].area(copied)
                 for choices, pick in zip(options, self.picks, strict=True)
             )
             const_area = None
@@ -426,7 +427,7 @@ class _VelaLayout:
         )
 
     def transfers(
-        self, options: list[list[tuple]], slack: float, overlapped: bool = False
+        self, options: list[list[VelaInput]], slack: float, overlapped: bool = False
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per combination: (DMA cycles of copied constant operands, which overlap the
         compute; NPU cycles the copies of feature maps and of the op's weights add to its
@@ -438,8 +439,8 @@ class _VelaLayout:
         compute, so the op takes the longer of its compute and the copy past `slack`."""
         dma, serial = np.zeros(self.count), np.zeros(self.count)
         for choices, pick in zip(options, self.picks, strict=True):
-            cycles = np.array([o[2] for o in choices])[pick]
-            if choices[0][0].tensor.is_constant:
+            cycles = np.array([o.dma for o in choices])[pick]
+            if choices[0].config.tensor.is_constant:
                 dma = dma + cycles
             else:
                 serial = serial + cycles
@@ -451,13 +452,13 @@ class _VelaLayout:
             chosen = [
                 choices[int(pick[combo])] for choices, pick in zip(options, self.picks, strict=True)
             ]
-            home = chosen[weights][0].home_region
-            if not chosen[weights][0].copy_tensor:
+            home = chosen[weights].config.home_region
+            if not chosen[weights].config.copy_tensor:
                 added.append(0.0)
                 beside.append(0.0)
                 continue
-            total = sum(c[3][0] for c in chosen)
-            first_bytes = sum(c[3][1] for c in chosen)
+            total = sum(c.copy_bytes[0] for c in chosen)
+            first_bytes = sum(c.copy_bytes[1] for c in chosen)
             full = ctx.mem2mem(home, ctx.cascade, total)
             if overlapped:
                 added.append(0.0)
@@ -504,12 +505,28 @@ def _first_appearances(codes: np.ndarray) -> tuple[list[int], np.ndarray]:
     return first, np.array(inverse, dtype=np.int64)
 
 
+class VelaInput(NamedTuple):
+    """One way of providing an input under the "vela" cost model (`_vela_single_plans`): its
+    config, its cascade-region bytes, the overlapped DMA cycles of copying it (a feature
+    map), the bytes the schedule copies of it (a constant: all, first stripe's) and the
+    area its reads count in when the op's weights are copied, and when they are not (the
+    evaluator sees a constant as copied only with the weights; None: not counted)."""
+
+    config: TensorConfig
+    memory: int
+    dma: float
+    copy_bytes: tuple[float, float]
+    area_weights_copied: str | None
+    area_weights_home: str | None
+
+    def area(self, weights_copied: bool) -> str | None:
+        return self.area_weights_copied if weights_copied else self.area_weights_home
+
+
 def _vela_input(
     ctx: PlanContext, config: TensorConfig, has_weights: bool, encoding: tuple[float, int]
-) -> tuple:
-    """One input option of `_vela_single_plans`: (config, cascade-region bytes, overlapped
-    DMA cycles, constant copy bytes (all, first), area its reads count in when the op's
-    weights are copied, and when they are not). `encoding`: see `Part.weight_encoding`."""
+) -> VelaInput:
+    """The `VelaInput` of `config`. `encoding`: see `Part.weight_encoding`."""
     memory = _input_memory(config, ctx.cascade)
     if has_weights and config.tensor.is_constant:
         copy_bytes = (
@@ -518,9 +535,9 @@ def _vela_input(
         if memory and encoding != (1.0, 0):
             # The schedule's buffer holds a stripe's weights encoded, not their elements.
             memory = math.ceil(memory * encoding[0] + encoding[1])
-        return (config, memory, 0.0, copy_bytes, None, config.home_region)
+        return VelaInput(config, memory, 0.0, copy_bytes, None, config.home_region)
     dma = ctx.vela_copy(config) if config.copy_tensor else 0.0
-    return (config, memory, dma, (0.0, 0.0), config.copy_region, config.copy_region)
+    return VelaInput(config, memory, dma, (0.0, 0.0), config.copy_region, config.copy_region)
 
 
 class SinglePlans:

@@ -262,7 +262,7 @@ def _plain_vela_single_plans(part, configs, ctx):
                             ctx.input_configs(sc, tensor)])  # fmt: skip
         for combo in itertools.product(*reversed(options)):
             combo = combo[::-1]
-            inputs = tuple(c[0] for c in combo)
+            inputs = tuple(c.config for c in combo)
             opens = tuple(c for c in inputs if c.state == INTERIOR)
             copied = weights >= 0 and inputs[weights].copy_tensor
             const_area, extra, beside = None, 0.0, 0.0
@@ -270,13 +270,13 @@ def _plain_vela_single_plans(part, configs, ctx):
                 const_area = cascade if copied else inputs[weights].home_region
             if copied:
                 home = inputs[weights].home_region
-                full = ctx.mem2mem(home, cascade, sum(c[3][0] for c in combo))
-                first = ctx.mem2mem(home, cascade, sum(c[3][1] for c in combo))
+                full = ctx.mem2mem(home, cascade, sum(c.copy_bytes[0] for c in combo))
+                first = ctx.mem2mem(home, cascade, sum(c.copy_bytes[1] for c in combo))
                 if overlapped:
                     beside = max(full - slack, 0.0)
                 else:
                     extra = full - min(first, slack)
-            areas = tuple(c[4] if copied else c[5] for c in combo)
+            areas = tuple(c.area(copied) for c in combo)
             tensor_configs = inputs
             for out in outputs:
                 tensor_configs = (*tensor_configs, out)
@@ -284,12 +284,12 @@ def _plain_vela_single_plans(part, configs, ctx):
                     part, [config], [out.buffer_mode], out.copy_region, ((areas, const_area),)
                 )
                 access = access[0, 0].tolist()
-                serial = sum(c[2] for c in combo if not c[0].tensor.is_constant)
-                dma = sum(c[2] for c in combo if c[0].tensor.is_constant)
+                serial = sum(c.dma for c in combo if not c.config.tensor.is_constant)
+                dma = sum(c.dma for c in combo if c.config.tensor.is_constant)
                 npu = max(compute[0, 0] + (extra + serial), beside)
                 cycles = int(max(npu, dma, *access))
                 boundary = out.home_region == cascade and out.state == BOUNDARY
-                memory = sum(c[1] for c in combo) + (out.tensor.size if boundary else 0)
+                memory = sum(c.memory for c in combo) + (out.tensor.size if boundary else 0)
                 if fused >= 0 and boundary:
                     source = inputs[fused]
                     if source.home_region == cascade and source.state == BOUNDARY:
