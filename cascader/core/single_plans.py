@@ -191,25 +191,13 @@ def _vela_single_plans(
     fused = in_place_input(part)
     slack = ctx.copy_slack(part) if weights >= 0 else 0.0
     encodings = [part.weight_encoding(slot) for slot in range(len(part.inputs))]
-    rows: list[tuple[list[list[TensorConfig]], list[TensorConfig]]] = []
-    # Per row: its input choices' cascade-region bytes (slot after slot), its kept outputs'
-    # positions, numbers, cycles (as a number in `tiled`) and cascade-region bytes, and
-    # each set of open inputs' number (per class of `layout.open_positions`).
-    # An elementwise output written over its input (`in_place_input`) takes no bytes of its
-    # own when both are held whole in the cascade region: per row, the bytes of each choice
-    # of that input it would be written over.
-    input_memory, kept_outputs, output_numbers, output_cycles, output_memory, open_numbers = (
-        [] for _ in range(6)
-    )
-    written_over: list[list[int]] = []
-    outputs: dict[TensorConfig, int] = {}
-    open_inputs: dict[tuple[TensorConfig, ...], int] = {}
+    rows = _VelaRows()
     layout: _VelaLayout | None = None
     # Per (stripe tiling, output buffer mode, output copy region): a number, and the DMA
     # and constant copy cycles per combination. A part may cost an output in another mode
     # than its own (`Part.costed_mode`).
     tiled: dict[tuple[StripeConfig, BufferMode, str], int] = {}
-    tiled_transfers: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    tiled_transfers: list[Transfers] = []
     double_buffers = part.double_buffers_whole_weights
     cascade = ctx.cascade
     # Per (input stripe config, slot): its options (rows share their constants' configs).
@@ -238,9 +226,8 @@ def _vela_single_plans(
         kept = [o for o, keep in enumerate(wanted) if keep]
         numbers = []
         for o in kept:
-            out = outs[o]
-            mode = part.costed_mode(tiling, out.buffer_mode)
-            key = (tiling, mode, out.copy_region)
+            mode = part.costed_mode(tiling, outs[o].buffer_mode)
+            key = (tiling, mode, outs[o].copy_region)
             number = tiled.get(key)
             if number is None:
                 if transfers is None:
@@ -248,56 +235,31 @@ def _vela_single_plans(
                 number = tiled[key] = len(tiled_transfers)
                 tiled_transfers.append(transfers)
             numbers.append(number)
-            output_memory.append(_whole_memory(out, cascade))
-        configs = [[option.config for option in choices] for choices in options]
-        open_numbers.append(
-            [
-                open_inputs.setdefault(
-                    tuple(configs[slot][pick] for slot, pick in interior), len(open_inputs)
-                )
-                for interior in layout.open_positions
-            ]
-        )
-        input_memory.append([option.memory for choices in options for option in choices])
-        if fused >= 0:
-            written_over.append([_whole_memory(o.config, cascade) for o in options[fused]])
-        output_cycles += numbers
-        kept_outputs.append(kept)
-        output_numbers += [outputs.setdefault(outs[o], len(outputs)) for o in kept]
-        rows.append((configs, outs))
+        rows.add(layout, options, outs, kept, numbers, fused, cascade)
     if layout is None:
         empty = np.zeros(0, dtype=np.int64)
-        return SinglePlans(empty, empty, [], empty, [], empty, rows.__getitem__)
-    # Plans in the original's order: row after row, combination-major, then kept output.
-    widths = np.array([len(kept) for kept in kept_outputs], dtype=np.int64)
-    plans_per_row = layout.count * widths
-    row_of = np.repeat(np.arange(len(rows), dtype=np.int64), plans_per_row)
-    position = (
-        np.arange(len(row_of), dtype=np.int64) - (np.cumsum(plans_per_row) - plans_per_row)[row_of]
-    )
-    combo_of, kept_at = np.divmod(position, widths[row_of])
-    kept_at += (np.cumsum(widths) - widths)[row_of]  # into the rows' kept outputs, joined
-    out_of = np.array([o for kept in kept_outputs for o in kept], dtype=np.int64)[kept_at]
-    output_index = np.array(output_numbers, dtype=np.int64)[kept_at]
-    memory_all = (
-        layout.memory(np.array(input_memory, dtype=np.int64))[row_of, combo_of]
-        + np.array(output_memory, dtype=np.int64)[kept_at]
-    )
+        return SinglePlans(empty, empty, [], empty, [], empty, rows.rows.__getitem__)
+    row_of, combo_of, kept_at = rows.plan_positions(layout.count)
+    out_of = np.array([o for kept in rows.kept_outputs for o in kept], dtype=np.int64)[kept_at]
+    output_index = np.array(rows.output_numbers, dtype=np.int64)[kept_at]
+    output_memory = np.array(rows.output_memory, dtype=np.int64)[kept_at]
+    memory_all = layout.memory(np.array(rows.input_memory, dtype=np.int64))[row_of, combo_of]
+    memory_all = memory_all + output_memory
     if fused >= 0:
         memory_all -= np.minimum(
-            np.array(written_over, dtype=np.int64)[row_of, layout.picks[fused][combo_of]],
-            np.array(output_memory, dtype=np.int64)[kept_at],
+            np.array(rows.written_over, dtype=np.int64)[row_of, layout.picks[fused][combo_of]],
+            output_memory,
         )
     part.prepare_block_costs([key[0] for key in tiled], [key[1] for key in tiled])
     cycles_all = _tiled_cycles(part, layout, tiled, tiled_transfers)[
-        np.array(output_cycles, dtype=np.int64)[kept_at], combo_of
+        np.array(rows.output_cycles, dtype=np.int64)[kept_at], combo_of
     ]
-    opens = list(open_inputs)
-    open_index = np.array(open_numbers, dtype=np.int64)[row_of, layout.open_codes[combo_of]]
+    opens = list(rows.open_inputs)
+    open_index = np.array(rows.open_numbers, dtype=np.int64)[row_of, layout.open_codes[combo_of]]
     group = 1 << part.id
 
     def build(index: int) -> Plan:
-        configs, row_outputs = rows[int(row_of[index])]
+        configs, row_outputs = rows.rows[int(row_of[index])]
         o = int(out_of[index])
         output = row_outputs[o]
         open_configs = opens[int(open_index[index])]
@@ -313,15 +275,82 @@ def _vela_single_plans(
         )
 
     return SinglePlans(
-        memory_all, cycles_all, list(outputs), output_index, opens, open_index, build
+        memory_all, cycles_all, list(rows.outputs), output_index, opens, open_index, build
     )
+
+
+class _VelaRows:
+    """The rows of `_vela_single_plans` (one per output stripe config planned), gathered for
+    one set of array operations over all their plans: per row, its input and output configs,
+    its input choices' cascade-region bytes (slot after slot), its kept outputs' positions,
+    numbers, cycles (a number in the caller's `tiled`) and cascade-region bytes, and each
+    set of open inputs' number (per class of `_VelaLayout.open_positions`). An elementwise
+    output written over its input (`in_place_input`) takes no bytes of its own when both are
+    held whole in the cascade region: per row, the bytes of each choice of that input it
+    would be written over."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[list[list[TensorConfig]], list[TensorConfig]]] = []
+        self.input_memory: list[list[int]] = []
+        self.kept_outputs: list[list[int]] = []
+        self.output_numbers: list[int] = []
+        self.output_cycles: list[int] = []
+        self.output_memory: list[int] = []
+        self.open_numbers: list[list[int]] = []
+        self.written_over: list[list[int]] = []
+        self.outputs: dict[TensorConfig, int] = {}
+        self.open_inputs: dict[tuple[TensorConfig, ...], int] = {}
+
+    def add(
+        self,
+        layout: _VelaLayout,
+        options: list[list[VelaInput]],
+        outs: list[TensorConfig],
+        kept: list[int],
+        cycles: list[int],
+        fused: int,
+        cascade: str,
+    ) -> None:
+        """One row: its input `options`, output configs `outs`, the positions of those kept
+        and each kept one's cycles number."""
+        configs = [[option.config for option in choices] for choices in options]
+        open_inputs = self.open_inputs
+        self.open_numbers.append(
+            [
+                open_inputs.setdefault(
+                    tuple(configs[slot][pick] for slot, pick in interior), len(open_inputs)
+                )
+                for interior in layout.open_positions
+            ]
+        )
+        self.input_memory.append([option.memory for choices in options for option in choices])
+        if fused >= 0:
+            self.written_over.append([_whole_memory(o.config, cascade) for o in options[fused]])
+        self.output_memory += [_whole_memory(outs[o], cascade) for o in kept]
+        self.output_cycles += cycles
+        self.kept_outputs.append(kept)
+        self.output_numbers += [self.outputs.setdefault(outs[o], len(self.outputs)) for o in kept]
+        self.rows.append((configs, outs))
+
+    def plan_positions(self, combinations: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per plan, in the original's order (row after row, combination-major, then kept
+        output): its row, its combination of input choices and its kept output's position
+        among all rows' kept outputs, joined."""
+        widths = np.array([len(kept) for kept in self.kept_outputs], dtype=np.int64)
+        plans_per_row = combinations * widths
+        row_of = np.repeat(np.arange(len(self.rows), dtype=np.int64), plans_per_row)
+        starts = (np.cumsum(plans_per_row) - plans_per_row)[row_of]
+        combo_of, kept_at = np.divmod(np.arange(len(row_of), dtype=np.int64) - starts,
+                                      widths[row_of])  # fmt: skip
+        kept_at += (np.cumsum(widths) - widths)[row_of]
+        return row_of, combo_of, kept_at
 
 
 def _tiled_cycles(
     part: Part,
     layout: _VelaLayout,
     tiled: dict[tuple[StripeConfig, BufferMode, str], int],
-    transfers: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    transfers: list[Transfers],
 ) -> np.ndarray:
     """Cycles per (stripe tiling, mode, output area) numbered in `tiled` and combination,
     the keys with one output area costed together."""
@@ -336,9 +365,20 @@ def _tiled_cycles(
             [keys[n][0] for n in numbers],
             [keys[n][1] for n in numbers],
             area,
-            *(np.stack([transfers[n][i] for n in numbers]) for i in range(3)),
+            Transfers(*(np.stack([transfers[n][i] for n in numbers]) for i in range(3))),
         )
     return cycles
+
+
+class Transfers(NamedTuple):
+    """Per combination of input choices, what copies add to a "vela" plan's cycles: DMA
+    cycles of copied constant operands, which overlap the compute (`dma`); NPU cycles the
+    copies of feature maps and of the op's weights add to its compute (`added`); cycles of
+    weight copies that run beside the compute (`beside`)."""
+
+    dma: np.ndarray
+    added: np.ndarray
+    beside: np.ndarray
 
 
 class _VelaLayout:
@@ -428,10 +468,8 @@ class _VelaLayout:
 
     def transfers(
         self, options: list[list[VelaInput]], slack: float, overlapped: bool = False
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per combination: (DMA cycles of copied constant operands, which overlap the
-        compute; NPU cycles the copies of feature maps and of the op's weights add to its
-        compute; cycles of weight copies that run beside the compute). A feature map's
+    ) -> Transfers:
+        """The `Transfers` of each combination. A feature map's
         copies each wait for the stripe before and hold up the stripe after (the schedule
         copies them into one buffer). Weights single-buffered: the whole copy adds but the
         first slice's, which hides under the previous op up to `slack`; double-buffered
@@ -445,7 +483,7 @@ class _VelaLayout:
             else:
                 serial = serial + cycles
         if self.weights < 0:
-            return dma, serial, np.zeros(self.count)
+            return Transfers(dma, serial, np.zeros(self.count))
         ctx, weights = self.ctx, self.weights
         added, beside = [], []
         for combo in self.constant_firsts:
@@ -467,7 +505,7 @@ class _VelaLayout:
                 added.append(full - min(ctx.mem2mem(home, ctx.cascade, first_bytes), slack))
                 beside.append(0.0)
         added = np.array(added)[self.constant_of] + serial
-        return dma, added, np.array(beside)[self.constant_of]
+        return Transfers(dma, added, np.array(beside)[self.constant_of])
 
     def cycles(
         self,
@@ -475,19 +513,17 @@ class _VelaLayout:
         configs: list[StripeConfig],
         modes: list[BufferMode],
         out_area: str,
-        dma: np.ndarray,
-        extra: np.ndarray,
-        beside: np.ndarray,
+        transfers: Transfers,
     ) -> np.ndarray:
         """Per output stripe config (its output in the mode at the same position of
         `modes`, copied to `out_area`) and combination: the plan's cycles, the largest of
-        the NPU cycles (`extra` for weight and feature-map copies on top, at least `beside`,
-        the weight copies that overlap it), the overlapped DMA (`dma`) and each region's
-        access cycles."""
+        the NPU cycles (the copies `added` on top, at least the weight copies `beside` it),
+        the overlapped DMA and each region's access cycles. `transfers`: per config (rows)
+        and combination."""
         compute, access = self.ctx.vela_costs(part, configs, modes, out_area, self.area_sets)
         access = np.maximum.reduce(access, axis=2)
-        npu = np.maximum(compute[:, self.area_of] + extra, beside)
-        return np.maximum(np.maximum(npu, dma), access[:, self.area_of]).astype(np.int64)
+        npu = np.maximum(compute[:, self.area_of] + transfers.added, transfers.beside)
+        return np.maximum(np.maximum(npu, transfers.dma), access[:, self.area_of]).astype(np.int64)
 
 
 def _first_appearances(codes: np.ndarray) -> tuple[list[int], np.ndarray]:
