@@ -397,7 +397,10 @@ class PlanContext:
                 self._access(part, config, cost, slot, area)
                 for config, cost in zip(configs, costs, strict=True)
             ]
-            return AccessCosts(*(np.stack(side) for side in zip(*found, strict=True)))
+            counted = np.stack([one.counted for one in found])
+            if all(one.chosen_by is one.counted for one in found):
+                return AccessCosts(counted, counted)
+            return AccessCosts(counted, np.stack([one.chosen_by for one in found]))
 
         columns: dict[tuple[int, str | None], AccessCosts] = {}
         order = []
