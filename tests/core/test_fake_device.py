@@ -1,6 +1,7 @@
 """The device interface is enough: a toy device written from `Part`'s contract alone (no
 `cascader.ethosu`) runs through the whole core under both cost models, and the core's answers
-follow what the toy device says of itself (its costs, its striping, its in-place output)."""
+follow what the toy device says of itself (its costs, striping, in-place output, and the
+wait of its commands for their input)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from cascader.core import CascaderGraph, CascaderOptions, MemoryRegion, cascade
-from cascader.core.costs import BlockCosts, PerformanceInfo
+from cascader.core.costs import BlockCosts, CommandBound, PerformanceInfo
 from cascader.core.part import BufferMode, Part
 from cascader.core.propagator import Propagator
 from cascader.core.stripe_config import StripeConfig
@@ -39,10 +40,12 @@ class ToyOp(Part):
         propagators: list[Propagator],
         weight_slot: int = -1,
         in_place: tuple[int, ...] = (),
+        waits_for_input: bool = False,
     ) -> None:
         super().__init__(id, inputs, output, propagators)
         self.weight_tensor_idx = weight_slot
         self.in_place_slots = in_place
+        self.waits_for_input = waits_for_input
 
     def prepare_costs(self, configs: list[StripeConfig], cost_model: str = "tvm") -> None:
         """Nothing is cheaper in bulk on this device."""
@@ -65,22 +68,49 @@ class ToyOp(Part):
         )
 
     def block_costs(self, config: StripeConfig, mode: BufferMode) -> BlockCosts:
-        stripes = math.prod(config.stripes)
         elements = math.prod(self.output.shape) * CYCLES_PER_ELEMENT
-        compute = [
-            elements + COMMAND_CYCLES * stripes,
-            0.9 * elements + 2 * COMMAND_CYCLES * stripes,
-        ]
+        compute = np.array([elements, 0.9 * elements]) + COMMAND_CYCLES * self._commands(config)
         reads = np.array([self._reads(config, mode)] * 2, dtype=np.float64)
         reads[1, 0] *= 2
         main_input = self.input_stripe_configs(config)[0].shape
         half = (*config.shape[:1], max(config.shape[1] // 2, 1), *config.shape[2:])
         return BlockCosts(
-            np.array(compute),
+            compute,
             reads,
             self.output.size,
             lambda: ((main_input, config.shape), (main_input, half)),
         )
+
+    def _commands(self, config: StripeConfig) -> np.ndarray:
+        """Commands per block config for the whole output."""
+        return math.prod(config.stripes) * np.array([1.0, 2.0])
+
+    def ifm_block_bytes(self, config: StripeConfig) -> np.ndarray | None:
+        """With `waits_for_input`, each command first fetches its share of the main input
+        stripe (the whole stripe, or half of it)."""
+        if not self.waits_for_input:
+            return None
+        needed = self.input_stripe_configs(config)[0].shape
+        stripe = math.prod(needed) * self.inputs[0].dtype_bytes
+        return np.array([stripe, stripe / 2])
+
+    def command_bound(
+        self,
+        configs: list[StripeConfig],
+        modes: list[BufferMode],
+        ifm_block_cycles: np.ndarray,
+        ofm_cycles_per_byte: np.ndarray,
+        ofm_latency: float,
+        bias_latency: np.ndarray | None,
+    ) -> CommandBound:
+        """The compute plus each command's input fetch (a toy's commands do not overlap
+        their fetch); no output or scale-bias terms."""
+        compute = np.stack(
+            [self.block_costs(c, m).compute_cycles for c, m in zip(configs, modes, strict=True)]
+        )[:, None]
+        commands = np.stack([self._commands(config) for config in configs])[:, None]
+        bound = compute + ifm_block_cycles * commands
+        return CommandBound(bound, bound)
 
 
 def _conv3x3() -> Propagator:
@@ -116,7 +146,9 @@ def _identity() -> Propagator:
     return Propagator(np.eye(5).tolist(), [0, 0, 0, 0])
 
 
-def _graph(in_place: bool = True) -> tuple[CascaderGraph, dict[int, list[str]]]:
+def _graph(
+    in_place: bool = True, waits_for_input: bool = False
+) -> tuple[CascaderGraph, dict[int, list[str]]]:
     """conv3x3 -> elementwise (written over its input when `in_place`) -> conv3x3, parts
     listed outputs first; the network's input and output homed in DRAM, the feature maps
     between in SRAM, the weights in flash."""
@@ -131,9 +163,9 @@ def _graph(in_place: bool = True) -> tuple[CascaderGraph, dict[int, list[str]]]:
     ]
     t = tensors
     parts = [
-        ToyOp(0, [t[3], t[4]], t[5], [_conv3x3(), _weights()], weight_slot=1),
+        ToyOp(0, [t[3], t[4]], t[5], [_conv3x3(), _weights()], 1, (), waits_for_input),
         ToyOp(1, [t[2]], t[3], [_identity()], in_place=(0,) if in_place else ()),
-        ToyOp(2, [t[0], t[1]], t[2], [_conv3x3(), _weights()], weight_slot=1),
+        ToyOp(2, [t[0], t[1]], t[2], [_conv3x3(), _weights()], 1, (), waits_for_input),
     ]
     homes = {tensor.id: ["FLASH" if tensor.is_constant else "SRAM"] for tensor in tensors}
     homes[0] = homes[5] = ["DRAM"]
@@ -148,8 +180,8 @@ REGIONS = {
 STRIPED = CascaderOptions(enable_striping=True, stripe_factors=4)
 
 
-def _proposals(options: CascaderOptions, in_place: bool = True):
-    graph, homes = _graph(in_place)
+def _proposals(options: CascaderOptions, in_place: bool = True, waits_for_input: bool = False):
+    graph, homes = _graph(in_place, waits_for_input)
     return graph, cascade(graph, REGIONS, homes, options)
 
 
@@ -197,3 +229,16 @@ def test_the_toy_s_in_place_output_is_held_once_under_the_vela_model():
     assert min(p.memory_usage for p in shared.proposals) < min(
         p.memory_usage for p in apart.proposals
     )
+
+
+def test_the_toy_s_commands_waiting_for_their_input_cost_cycles_under_the_vela_model():
+    """A part whose commands wait for their input (`ifm_block_bytes`, `command_bound`) has
+    the wait charged: unstriped, the convolution reading the network's input in place from
+    DRAM waits at least for all of it at DRAM's bandwidth."""
+    options = replace(STRIPED, cost_model="vela", enable_striping=False)
+    _, free = _proposals(options)
+    _, waiting = _proposals(options, waits_for_input=True)
+    fetch = HEIGHT * WIDTH * DEPTH / REGIONS["DRAM"].read_bandwidth
+    assert [p.memory_usage for p in waiting.proposals] == [p.memory_usage for p in free.proposals]
+    for slow, fast in zip(waiting.proposals, free.proposals, strict=True):
+        assert slow.cycles >= fast.cycles + fetch
