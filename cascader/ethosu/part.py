@@ -195,8 +195,9 @@ class EthosuPart(Part):
         self._clipped_blocks: dict[tuple[int, ...], tuple] = {}
         self._reads: dict[tuple[int, ...], np.ndarray] = {}  # per shape: blocks x inputs
         self._ifm_block_bytes: dict[tuple[int, ...], np.ndarray] = {}
-        # Per (input slot, region): its reads' cycles per byte, the same for every stripe.
-        self._input_access: dict[tuple[int, MemoryRegion], np.ndarray] = {}
+        # Per (input slot, region name, read bandwidth, burst length): its reads' cycles per
+        # byte, the same for every stripe.
+        self._input_access: dict[tuple[int, str, float, int], np.ndarray] = {}
         self._vela_reads = self._reads if self._shared_blocks else {}
         self._blocks = np.maximum(self._vela_out, 1).astype(np.float64)
         self._block_volume = np.prod(np.maximum(self._vela_out, 1), axis=1)
@@ -735,9 +736,10 @@ class EthosuPart(Part):
             picked = 1.0 / region.read_bandwidth if slot == self.weight_tensor_idx else 0.0
             return AccessCosts(counted, np.full(counted.shape, picked))
         if is_read:
-            counted = self._input_access.get((slot, region))
+            key = (slot, region.name, bandwidth, region.burst_length)
+            counted = self._input_access.get(key)
             if counted is None:
-                counted = self._input_access[(slot, region)] = (
+                counted = self._input_access[key] = (
                     self._input_efficiencies(tensor, costs, region) / bandwidth
                 )
         elif self._full_blocks:
