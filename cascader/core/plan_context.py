@@ -80,7 +80,7 @@ class AreaTerms(NamedTuple):
     (`factors`) and as the block choice weighs them (`choices`), the (slot, region) matrix
     sending each slot's cycles to its region, the main input's block fetch cycles per block
     config for a part with per-command overhead (else None) and the scale-bias read
-    latency (None without constants)."""
+    latency per area set (None without constants)."""
 
     factors: np.ndarray
     matrices: np.ndarray
@@ -319,8 +319,8 @@ class PlanContext:
         access cycles) as the part counts them (`Part.access_costs`), first on ties. A
         part whose block commands carry an overhead (`Part.ifm_block_bytes`) has it counted
         in its compute (`Part.command_bound`), with the IFM read from the first input's
-        area. All go through one set of array
-        operations, each (config, area set) with the operations it gets alone."""
+        area. All go through one set of array operations, each (config, area set) with the
+        operations it gets alone."""
         costs = [
             part.block_costs(config, mode) for config, mode in zip(configs, modes, strict=True)
         ]
