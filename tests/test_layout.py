@@ -1,6 +1,7 @@
 """The package layout holds: every module imports on its own, imports form no cycle (function-
-level imports included), no layer imports a layer above it, and the layers that need no TVM
-load without it. The layer order is written once, here (ARCHITECTURE.md explains it)."""
+level imports included), no layer imports a layer above it, the layers that need no TVM
+load without it, and no layer reads another's private names. The layer order is written
+once, here (ARCHITECTURE.md explains it)."""
 
 from __future__ import annotations
 
@@ -150,6 +151,84 @@ def test_no_import_cycles() -> None:
         if node not in index:
             visit(node)
     assert not cycles, cycles
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _defined(tree: ast.AST) -> set[str]:
+    """The private names a module defines: functions, classes, assigned names and
+    attributes (`self._x = ...`), parameters and `__slots__` entries."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            found.add(node.attr)
+        elif isinstance(node, ast.arg):
+            found.add(node.arg)
+        elif isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__slots__" for t in node.targets
+        ):
+            found |= {c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant)}
+    return {name for name in found if isinstance(name, str) and _private(name)}
+
+
+def _defined_per_layer(trees: dict[str, ast.AST]) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for module, tree in trees.items():
+        found.setdefault(_layer(module), set()).update(_defined(tree))
+    return found
+
+
+TREES = {module: ast.parse(path.read_text()) for module, path in MODULES.items()}
+DEFINED = _defined_per_layer(TREES)
+
+
+def _private_reads(module: str, tree: ast.AST) -> list[str]:
+    """`module`'s reads of another layer's private names (see the test)."""
+    mine = _layer(module)
+    elsewhere = set().union(*(names for layer, names in DEFINED.items() if layer != mine))
+    wrong = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in MODULES:
+            if _layer(node.module) != mine:
+                names = [alias.name for alias in node.names if _private(alias.name)]
+                wrong += [f"{module} imports {node.module}.{name}" for name in names]
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Load)
+            and _private(node.attr)
+            and node.attr in elsewhere - DEFINED.get(mine, set())
+        ):
+            wrong.append(f"{module}:{node.lineno} reads .{node.attr}")
+    return wrong
+
+
+def test_no_layer_reads_another_layer_s_private_names() -> None:
+    """A name with one leading underscore belongs to the layer (LAYERS) that defines it. A
+    module of one layer may not (1) import such a name from a module of another layer, nor
+    (2) read an attribute `x._name` where `_name` is defined in another layer's modules and
+    in none of its own ("defined": a function, class, parameter or `__slots__` entry of that
+    name, or a name or attribute assigned). Private names of third-party packages are not
+    ours to check; a name both layers define passes (types are not known statically)."""
+    wrong = [line for module, tree in TREES.items() for line in _private_reads(module, tree)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_private_name_rule_catches_a_cross_layer_read() -> None:
+    """The rule, on code an Ethos-U module could hold: the core's Propagator private array
+    and a private core function, read from `cascader.ethosu`."""
+    assert "_linear" in DEFINED["cascader.core"]
+    code = "from cascader.core.single_plans import _accumulate\nlinear = propagator._linear\n"
+    found = _private_reads("cascader.ethosu.part", ast.parse(code))
+    assert found == [
+        "cascader.ethosu.part imports cascader.core.single_plans._accumulate",
+        "cascader.ethosu.part:2 reads ._linear",
+    ]
 
 
 _IMPORT_EACH = """

@@ -1,15 +1,15 @@
-"""Part: one operation of the cascader graph and its abstract cost interface; InlinePart."""
+"""Part: one operation of the cascader graph, the interface the core asks a device's
+operations through; InlinePart."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from enum import IntEnum
-from functools import cached_property
 
 import numpy as np
 
+from cascader.core.costs import AccessCosts, BlockCosts, CommandBound, PerformanceInfo
+from cascader.core.memory_region import MemoryRegion
 from cascader.core.propagator import Propagator
 from cascader.core.stripe_config import StripeConfig
 from cascader.core.tensor import Tensor
@@ -23,48 +23,45 @@ class BufferMode(IntEnum):
     ROLLING = 1
 
 
-@dataclass(frozen=True)
-class PerformanceInfo:
-    """Cost of computing a whole output tensor with a given output stripe config: compute
-    cycles, bytes read per input, bytes written, and the block shapes used (their innermost
-    extents set the burst efficiency of the transfers)."""
-
-    compute_cycles: int
-    read_bytes: tuple[int, ...]
-    write_bytes: int
-    block_input_shape: tuple[int, ...]
-    block_output_shape: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class BlockCosts:
-    """Cost of computing a whole output tensor with one output stripe config, per candidate
-    block config (rows): compute cycles, bytes read per input (columns), bytes written, and
-    each block's (input, output) shapes, whose innermost extents set the burst efficiency.
-    The shapes are built when first asked (`shapes_of`): most costs are read from the
-    part's block arrays instead, and a multi-dimensional run makes tens of thousands."""
-
-    compute_cycles: np.ndarray
-    read_bytes: np.ndarray
-    write_bytes: int
-    shapes_of: Callable[[], tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]]
-    moved_bytes: np.ndarray = field(init=False)  # read_bytes with the write as last column
-
-    def __post_init__(self) -> None:
-        written = np.full((len(self.read_bytes), 1), float(self.write_bytes))
-        object.__setattr__(self, "moved_bytes", np.hstack([self.read_bytes, written]))
-
-    @cached_property
-    def block_shapes(self) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
-        return self.shapes_of()
-
-
 class Part(ABC):
-    """An operation reading `inputs` (one propagator each) and writing `output`. Subclasses
-    provide the cost. `id` is the position in the graph's reverse topological part order."""
+    """An operation reading `inputs` (one propagator each) and writing `output`; `id` is its
+    position in the graph's reverse topological part order. This is the whole of what the
+    core asks of a device: a device subclasses Part, and the core reads nothing else of it.
+
+    Contract (every answer a pure function of its arguments and the part: the core keeps
+    answers for one graph across cascader runs with any options, and a part may memoise):
+
+    - Shape: `in_line` (folded into its consumer: free, never a plan's output), `kind` and
+      `to_json` (graph JSON), `stripe_align_hint` (the output stripe shapes' quantum) and
+      `input_stripe_configs` (given: each propagator's map).
+    - The "tvm" cost model: `prepare_costs` (abstract) is called with all output stripe
+      configs of a run before `performance_info` (abstract) is asked for them one by one;
+      `performance_info` returns the whole output's cost for a config and buffer mode.
+    - The "vela" cost model: `block_costs` counts the whole output's cost under every block
+      config the part may run with, as many and in the same order for every config (the
+      default: one block, `performance_info`'s); `prepare_block_costs` announces the
+      (config, mode) pairs the plans will ask; `costed_mode` names the mode `block_costs`
+      counts an output in, so that modes costed alike share one answer; `access_costs`
+      gives the cycles per byte of each operand moved in a memory region, per block config,
+      a function of the stripe shape alone; `ifm_block_bytes` and `command_bound`, for a
+      part whose block commands carry an overhead of their own, bound its compute once the
+      regions are known. Per plan, the core takes the block config with the smallest
+      max(compute, each region's access cycles) by the `chosen_by` sides, the first on
+      ties, and charges its `counted` sides.
+    - Memory: `weight_tensor_idx` (the input slot of streamed weights, -1 if none),
+      `weight_encoding` (a slot's bytes as buffered), `in_place_slots` (inputs the output
+      may be written over) and `double_buffers_whole_weights`.
+
+    The defaults are a device-neutral part's: no weights, no in-place output, one block
+    config, every byte moved at its region's bandwidth, no per-command overhead."""
 
     in_line = False
     kind = "abstract"
+    # The input slot whose constant the part streams as weights (-1: none). Its copies
+    # count as weight copies: encoded (`weight_encoding`) and hidden under the op before.
+    weight_tensor_idx: int = -1
+    # The inputs an elementwise output may be written over (see `in_place_input`).
+    in_place_slots: tuple[int, ...] = ()
 
     def __init__(
         self,
@@ -125,8 +122,8 @@ class Part(ABC):
 
     def block_costs(self, config: StripeConfig, mode: BufferMode) -> BlockCosts:
         """Cost of producing the whole output tensor with `config` under each block config
-        the part may use, counted as Vela's performance model counts it (the "vela" cost
-        model picks the block with the plan's memory regions known). A part without block
+        the part may use (the "vela" cost model picks the block with the plan's memory
+        regions known), in the same block order for every config. A part without block
         configs of its own offers its one `performance_info` cost."""
         info = self.performance_info(config, mode)
         return BlockCosts(
@@ -135,6 +132,68 @@ class Part(ABC):
             info.write_bytes,
             lambda: ((info.block_input_shape, info.block_output_shape),),
         )
+
+    def prepare_block_costs(self, configs: list[StripeConfig], modes: list[BufferMode]) -> None:
+        """Called before `block_costs` is asked for each of `configs` in the mode at the same
+        position of `modes`, so a part can count them in bulk. The default counts nothing
+        ahead."""
+        return None
+
+    def costed_mode(self, config: StripeConfig, mode: BufferMode) -> BufferMode:
+        """The buffer mode `block_costs` counts an output of `config` in `mode` as: plans of
+        outputs in modes costed alike share one cost. The default: `mode` itself."""
+        return mode
+
+    def access_costs(
+        self, costs: BlockCosts, shape: tuple[int, ...], slot: int, region: MemoryRegion
+    ) -> AccessCosts:
+        """Cycles per byte of input `slot` (the output for slot = number of inputs) moved in
+        `region`, per block config of `costs` (the part's `block_costs` for stripes of
+        `shape`); a function of `shape`, not of the stripe counts. The default moves every
+        byte at the region's bandwidth, a constant's as stored (its compression ratio),
+        and chooses by the same."""
+        is_read = slot < len(self.inputs)
+        tensor = self.inputs[slot] if is_read else self.output
+        bandwidth = region.read_bandwidth if is_read else region.write_bandwidth
+        ratio = tensor.compression_ratio if tensor.is_constant else 1.0
+        counted = np.full(len(costs.compute_cycles), ratio / bandwidth)
+        return AccessCosts(counted, counted)
+
+    def ifm_block_bytes(self, config: StripeConfig) -> np.ndarray | None:
+        """Bytes of the main input each block command fetches, per block config, for stripes
+        of `config`; None (the default) for a part whose commands carry no overhead of their
+        own, which the core then never asks for `command_bound`."""
+        return None
+
+    def command_bound(
+        self,
+        configs: list[StripeConfig],
+        modes: list[BufferMode],
+        ifm_block_cycles: np.ndarray,
+        ofm_cycles_per_byte: np.ndarray,
+        ofm_latency: float,
+        bias_latency: np.ndarray | None,
+    ) -> CommandBound:
+        """Compute cycles per (config, plan, block config) of `configs` (each in the mode at
+        the same position of `modes`) under several plans' regions, once each block
+        command's overhead bounds them: `ifm_block_cycles` per (config, plan, block config)
+        (the main input area's read latency plus one `ifm_block_bytes` transfer),
+        `ofm_cycles_per_byte` per (config, block config) and `ofm_latency` of the output's
+        area, `bias_latency` per plan the read latency where the scale-biases live (None:
+        no constants). Asked only of a part whose `ifm_block_bytes` is not None."""
+        raise NotImplementedError(f"{type(self).__name__} has block commands but no bound")
+
+    def weight_encoding(self, slot: int) -> tuple[float, int]:
+        """(encoded bytes per byte beyond the tensor's compression ratio, bytes per encoded
+        stream) of input `slot` as the schedule buffers and copies it. The default: as
+        stored, no stream overhead."""
+        return 1.0, 0
+
+    @property
+    def double_buffers_whole_weights(self) -> bool:
+        """Whether a plan of this part alone, computed in one stripe, double-buffers its
+        copied weights, so their copies overlap its compute. The default: no."""
+        return False
 
     def to_json(self) -> dict:
         return {
@@ -149,7 +208,8 @@ class Part(ABC):
 
 class InlinePart(Part):
     """A part folded into its consumer (reshapes, layout changes): free to compute and never
-    the output of a striped schedule of its own."""
+    the output of a striped schedule of its own. Device-neutral: it keeps every default of
+    Part's interface (nothing moved, so no region is charged for it)."""
 
     in_line = True
     kind = "inline"
@@ -178,7 +238,7 @@ def in_place_input(part: Part) -> int:
     input of the output's shape, type and layout (`in_place_slots`, set where the op is
     known) that this part alone reads and one part writes (not the host, nor a reshape,
     whose output shares its input's bytes)."""
-    for slot in getattr(part, "in_place_slots", ()):
+    for slot in part.in_place_slots:
         tensor = part.inputs[slot]
         producers = tensor.producers
         if len(producers) == 1 and not producers[0].in_line and tensor.consumers == [part]:

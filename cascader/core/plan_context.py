@@ -8,15 +8,16 @@ import math
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from operator import itemgetter
+from typing import NamedTuple
 
 import numpy as np
 
+from cascader.core.costs import AccessCosts, BlockCosts
 from cascader.core.floats import f32
 from cascader.core.graph import CascaderGraph
 from cascader.core.memory_region import MemoryRegion
 from cascader.core.options import CascaderOptions
-from cascader.core.part import BlockCosts, BufferMode, Part, op_before
+from cascader.core.part import BufferMode, Part, op_before
 from cascader.core.stripe_config import StripeConfig, count_stripes
 from cascader.core.tensor import Tensor
 from cascader.core.tensor_config import TensorConfig, TensorConfigState, TensorConfigTable
@@ -49,63 +50,6 @@ def transfer_efficiency(
     return f32(region.burst_length / min(burst, region.burst_length))
 
 
-# Vela's IFM blocks are a whole number of IFM micro-blocks deep (8 on every Ethos-U55/U65).
-IFM_DEPTH_GRANULE = 8
-
-
-def vela_efficiency(
-    tensor: Tensor, block_shape: tuple[int, ...], region: MemoryRegion, is_read: bool
-) -> float:
-    """Vela's burst-efficiency multiplier (npu_performance._estimate_memory_transfer_efficiency,
-    one NPU core) for a feature map moved in blocks of `block_shape`: NHWC reads burst one
-    block depth (a whole block row only for depth-1 blocks), writes at most 16 elements;
-    NHCWB16 (5-D tensors) moves 16-deep bricks one block row at a time."""
-    element = tensor.dtype_bytes
-    if len(tensor.shape) == 5:  # an inline part's one-axis block moves nothing: any width
-        width = block_shape[3] if len(block_shape) == 5 else (*block_shape, 1, 1)[2]
-        burst = 16 * element * width
-    else:
-        depth, width = block_shape[-1], block_shape[-2] if len(block_shape) > 1 else 1
-        if is_read:  # the block configs clip the IFM block to the tensor; Vela does not
-            depth = -(-depth // IFM_DEPTH_GRANULE) * IFM_DEPTH_GRANULE
-        if depth == element and (is_read or depth <= 16):
-            burst = element * depth * width
-        elif is_read:
-            burst = element * depth
-        else:
-            burst = min(64, 16 * element, depth * element)
-    return region.burst_length / min(region.burst_length, max(burst, 1))
-
-
-def vela_efficiencies(
-    tensor: Tensor,
-    blocks: tuple[tuple[int, ...], ...] | np.ndarray,
-    region: MemoryRegion,
-    is_read: bool,
-) -> np.ndarray:
-    """`vela_efficiency` of every block shape of `blocks` at once (a list of blocks of one
-    rank; each entry's arithmetic as `vela_efficiency` does it, so the values are equal)."""
-    shapes = np.asarray(blocks, dtype=np.int64).reshape(len(blocks), -1)
-    rank = shapes.shape[1]
-    element = tensor.dtype_bytes
-    if len(tensor.shape) == 5:
-        widths = shapes[:, 3 if rank == 5 else 2] if rank > 2 else np.ones(len(blocks), np.int64)
-        burst = 16 * element * widths
-    else:
-        depth = shapes[:, -1]
-        width = shapes[:, -2] if rank > 1 else np.ones(len(blocks), dtype=np.int64)
-        if is_read:
-            depth = -(-depth // IFM_DEPTH_GRANULE) * IFM_DEPTH_GRANULE
-        whole_rows = (depth == element) & (is_read | (depth <= 16))
-        burst = np.where(
-            whole_rows,
-            element * depth * width,
-            element * depth if is_read else np.minimum(min(64, 16 * element), depth * element),
-        )
-    length = region.burst_length
-    return length / np.minimum(length, np.maximum(burst, 1))
-
-
 def copy_cycles_hint(config: TensorConfig, regions: dict[str, MemoryRegion]) -> tuple[int, int]:
     """(total, first block) cycles to copy a tensor stripe by stripe from its home region to
     its copy region, each stripe fetching only what the previous one did not (sliding)."""
@@ -130,6 +74,21 @@ def copy_cycles_hint(config: TensorConfig, regions: dict[str, MemoryRegion]) -> 
     return total, initial
 
 
+class AreaTerms(NamedTuple):
+    """What the "vela" cost of one output stripe shape needs of the areas of a run's area
+    sets (leading axis): access cycles per byte per (block config, slot) as counted
+    (`factors`) and as the block choice weighs them (`choices`), the (slot, region) matrix
+    sending each slot's cycles to its region, the main input's block fetch cycles per block
+    config for a part with per-command overhead (else None) and the scale-bias read
+    latency per area set (None without constants)."""
+
+    factors: np.ndarray
+    matrices: np.ndarray
+    choices: np.ndarray
+    ifm_block: np.ndarray | None
+    bias_latency: np.ndarray | None
+
+
 @dataclass
 class _SystemMemos:
     """The caches of plan contexts that depend on the graph, its regions and the cascade
@@ -139,8 +98,7 @@ class _SystemMemos:
     slack: dict = field(default_factory=dict)
     area_arrays: dict = field(default_factory=dict)
     region_matrices: dict = field(default_factory=dict)
-    per_byte: dict = field(default_factory=dict)
-    burst: dict = field(default_factory=dict)
+    access: dict = field(default_factory=dict)
     vela_rows: dict = field(default_factory=dict)
 
 
@@ -358,29 +316,33 @@ class PlanContext:
         the regions `areas` (None: not counted) and its scale-bias read from `const_area`
         (None in every entry for a part without constants, in none otherwise), under the
         block config the schedule picks there: the smallest max(compute, each region's
-        access cycles) as Vela's model counts them, first on ties. A part that knows Vela's
-        per-block command overhead (`command_bound_batch`) has it counted in its compute,
-        with the IFM read from the first input's area. All go through one set of array
-        operations, each (config, area set) with the operations it gets alone."""
+        access cycles) as the part counts them (`Part.access_costs`), first on ties. A
+        part whose block commands carry an overhead (`Part.ifm_block_bytes`) has it counted
+        in its compute (`Part.command_bound`), with the IFM read from the first input's
+        area. All go through one set of array operations, each (config, area set) with the
+        operations it gets alone."""
         costs = [
             part.block_costs(config, mode) for config, mode in zip(configs, modes, strict=True)
         ]
         terms = self._area_terms(part, configs, costs, out_area, area_sets)
         # Per (config, area set, block config, slot or region).
         moved = np.stack([cost.moved_bytes for cost in costs])[:, None]
-        factors = np.stack([term[0] for term in terms])
-        matrices = terms[0][1]
+        factors = np.stack([term.factors for term in terms])
+        matrices = terms[0].matrices
         access = (moved * factors) @ matrices
         compute = chosen_by = np.stack([cost.compute_cycles for cost in costs])[:, None]
-        bound = getattr(part, "command_bound_batch", None)
-        if bound is not None:
-            ifm_block = np.stack([term[3] for term in terms])
+        if terms[0].ifm_block is not None:
+            ifm_block = np.stack([term.ifm_block for term in terms])
             out = self.regions[out_area]
-            bounds = bound(
-                configs, modes, ifm_block, factors[:, 0, :, -1], out.write_latency, terms[0][4]
+            compute, chosen_by = part.command_bound(
+                configs,
+                modes,
+                ifm_block,
+                factors[:, 0, :, -1],
+                out.write_latency,
+                terms[0].bias_latency,
             )
-            compute, chosen_by = bounds[0], bounds[-1]
-        chosen_access = (moved * np.stack([term[2] for term in terms])) @ matrices
+        chosen_access = (moved * np.stack([term.choices for term in terms])) @ matrices
         best = np.argmin(np.maximum(chosen_by, np.maximum.reduce(chosen_access, axis=3)), axis=2)
         compute = np.broadcast_to(compute, access.shape[:3])
         return (
@@ -395,15 +357,10 @@ class PlanContext:
         costs: list[BlockCosts],
         out_area: str,
         area_sets: tuple[tuple[tuple[str | None, ...], str | None], ...],
-    ) -> list[tuple]:
-        """What `vela_costs` needs of the areas, per config of `configs` (`costs`: their
-        block costs) and area set (leading axis): access cycles per byte per (block config,
-        slot), the (slot, region) matrix, the cycles per byte the schedule picks the block
-        by (`ethosu.vela_cost.fastest_block` counts weight elements, not encoded bytes, and
-        no scale-bias fetch; the evaluator then charges both), the IFM block's fetch cycles
-        and the scale-bias read latencies (None without constants). They depend on the
-        stripe shape, not the stripe counts; the shapes not seen yet are worked out
-        together, each (slot, area) pair once for all of them."""
+    ) -> list[AreaTerms]:
+        """`AreaTerms` per config of `configs` (`costs`: their block costs), for the areas of
+        `area_sets`. They depend on the stripe shape, not the stripe counts; the shapes not
+        seen yet are worked out together, each (slot, area) pair once for all of them."""
         keys = [(part.id, config.shape, out_area, area_sets) for config in configs]
         missing: dict[tuple, int] = {}
         for index, key in enumerate(keys):
@@ -431,33 +388,26 @@ class PlanContext:
         keys: list[tuple],
     ) -> None:
         """`_area_terms` of configs of shapes not seen yet, stored under `keys`."""
-        matrices, latencies = self._area_matrices(out_area, area_sets)
-        weights = getattr(part, "weight_tensor_idx", -1)
+        matrices, bias_latency = self._area_matrices(out_area, area_sets)
         blocks = len(costs[0].compute_cycles)
 
-        def per_byte(slot: int, area: str | None) -> np.ndarray:
+        def access(slot: int, area: str | None) -> AccessCosts:
             """(config, block config) cycles per byte of `slot` moved in `area`."""
-            return np.stack(
-                [
-                    self._cycles_per_byte(part, config, cost, slot, area)
-                    for config, cost in zip(configs, costs, strict=True)
-                ]
-            )
+            found = [
+                self._access(part, config, cost, slot, area)
+                for config, cost in zip(configs, costs, strict=True)
+            ]
+            counted = np.stack([one.counted for one in found])
+            if all(one.chosen_by is one.counted for one in found):
+                return AccessCosts(counted, counted)
+            return AccessCosts(counted, np.stack([one.chosen_by for one in found]))
 
-        # Per (slot, area) pair: per (config, block config) cycles per byte, as counted
-        # and as the block choice sees them.
-        columns: dict[tuple[int, str | None], tuple[np.ndarray, np.ndarray]] = {}
+        columns: dict[tuple[int, str | None], AccessCosts] = {}
         order = []
         for areas, _ in area_sets:
             for pair in enumerate((*areas, out_area)):
                 if pair not in columns:
-                    slot, area = pair
-                    factor = choice = per_byte(slot, area)
-                    constant = slot < len(part.inputs) and part.inputs[slot].is_constant
-                    if constant and area is not None:
-                        picked = 1.0 / self.regions[area].read_bandwidth if slot == weights else 0.0
-                        choice = np.full(factor.shape, picked)
-                    columns[pair] = (factor, choice)
+                    columns[pair] = access(*pair)
                 order.append(pair)
         # (config, area set, block config, slot), from (config, area set, slot) rows.
         shape = (len(configs), len(area_sets), len(order) // len(area_sets), blocks)
@@ -470,42 +420,36 @@ class PlanContext:
             for side in (0, 1)
         )
         ifm_block = [None] * len(configs)
-        if hasattr(part, "command_bound_batch"):
-            ifm_bytes = np.stack([part.ifm_block_bytes(config) for config in configs])
+        fetched = [part.ifm_block_bytes(config) for config in configs]
+        if fetched[0] is not None:
+            ifm_bytes = np.stack(fetched)
             by_area: dict[str, np.ndarray] = {}
             for areas, _ in area_sets:
                 area = areas[0] or self.cascade
                 if area not in by_area:
-                    factor = columns[(0, area)][0] if (0, area) in columns else per_byte(0, area)
-                    by_area[area] = self.regions[area].read_latency + ifm_bytes * factor
+                    per_byte = (columns[(0, area)] if (0, area) in columns else access(0, area))[0]
+                    by_area[area] = self.regions[area].read_latency + ifm_bytes * per_byte
             ifm_block = np.stack([by_area[areas[0] or self.cascade] for areas, _ in area_sets], 1)
         for index, key in enumerate(keys):
-            self._memos.area_arrays[key] = (
-                factors[index],
-                matrices,
-                choices[index],
-                ifm_block[index],
-                latencies,
+            self._memos.area_arrays[key] = AreaTerms(
+                factors[index], matrices, choices[index], ifm_block[index], bias_latency
             )
 
     def _area_matrices(
         self, out_area: str, area_sets: tuple[tuple[tuple[str | None, ...], str | None], ...]
-    ) -> tuple[np.ndarray, tuple]:
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         """Per area set: the (slot, region) 0/1 matrix sending each slot's access cycles to
-        its region; and the scale-bias read latencies (None without constants)."""
+        its region; and the scale-bias read latency (None without constants)."""
         key = (out_area, area_sets)
         found = self._memos.region_matrices.get(key)
         if found is None:
-            latencies: tuple = (None,)
+            latency = None
             if area_sets[0][1] is not None:
-                latencies = (
-                    np.array(
-                        [self.regions[c].read_latency for _, c in area_sets], dtype=np.float64
-                    ),
-                    None,
+                latency = np.array(
+                    [self.regions[c].read_latency for _, c in area_sets], dtype=np.float64
                 )
             matrices = np.stack([self._region_matrix((*a, out_area)) for a, _ in area_sets])
-            found = self._memos.region_matrices[key] = (matrices, latencies)
+            found = self._memos.region_matrices[key] = (matrices, latency)
         return found
 
     def tiling(self, config: StripeConfig) -> StripeConfig:
@@ -524,64 +468,21 @@ class PlanContext:
                 found[slot, names.index(area)] = 1.0
         return found
 
-    def _cycles_per_byte(
+    def _access(
         self, part: Part, config: StripeConfig, costs: BlockCosts, slot: int, area: str | None
-    ) -> np.ndarray:
-        """Access cycles per byte of input `slot` (the output for slot = number of inputs)
-        of `part` moved in region `area`, per block config (its output blocks as clipped to
-        stripes of `config`'s shape): Vela's burst efficiency over the region's bandwidth
-        (constants move at full bandwidth, as encoded)."""
-        is_read = slot < len(part.inputs)
+    ) -> AccessCosts:
+        """`Part.access_costs` of input `slot` (the output for slot = number of inputs) of
+        `part` in area `area` (None: not counted, zero), kept per stripe shape across the
+        graph's runs."""
         key = (part.id, config.shape, slot, area)
-        found = self._memos.per_byte.get(key)
-        if found is None and area is None:
-            found = self._memos.per_byte[key] = np.zeros(len(costs.compute_cycles))
+        found = self._memos.access.get(key)
         if found is None:
-            tensor = part.inputs[slot] if is_read else part.output
-            region = self.regions[area]
-            bandwidth = region.read_bandwidth if is_read else region.write_bandwidth
-            if tensor.is_constant:
-                ratio = tensor.compression_ratio * part_encoding(part, slot)[0]
-                found = np.full(len(costs.compute_cycles), ratio / bandwidth)
+            if area is None:
+                zeros = np.zeros(len(costs.compute_cycles))
+                found = AccessCosts(zeros, zeros)
             else:
-                # From the part's block arrays if it offers them: its input blocks, the
-                # same for every stripe shape (efficiencies kept per part), or its output
-                # blocks clipped to this one; else from the block list, kept per list.
-                if is_read:
-                    inputs = getattr(part, "input_blocks", None)
-                    array = None if inputs is None else inputs()
-                    if array is not None:
-                        burst_key = (part.id, tensor.id, area)
-                        found = self._memos.burst.get(burst_key)
-                        if found is None:
-                            found = self._memos.burst[burst_key] = (
-                                vela_efficiencies(tensor, array, region, True) / bandwidth
-                            )
-                else:
-                    outputs = getattr(part, "output_blocks", None)
-                    array = None if outputs is None else outputs(config.shape)
-                    if array is not None:
-                        found = vela_efficiencies(tensor, array, region, False) / bandwidth
-                if found is None:
-                    found = self._burst_factors(tensor, costs, area, is_read) / bandwidth
-            self._memos.per_byte[key] = found
-        return found
-
-    def _burst_factors(
-        self, tensor: Tensor, costs: BlockCosts, area: str, is_read: bool
-    ) -> np.ndarray:
-        """`vela_efficiency` per block config of `costs` (their input or output blocks),
-        kept per block list."""
-        blocks = tuple(map(itemgetter(0 if is_read else 1), costs.block_shapes))
-        key = (tensor.id, blocks, area, is_read)
-        found = self._memos.burst.get(key)
-        if found is None:
-            region = self.regions[area]
-            if len(set(map(len, blocks))) == 1:
-                found = vela_efficiencies(tensor, blocks, region, is_read)
-            else:
-                found = np.array([vela_efficiency(tensor, b, region, is_read) for b in blocks])
-            self._memos.burst[key] = found
+                found = part.access_costs(costs, config.shape, slot, self.regions[area])
+            self._memos.access[key] = found
         return found
 
     def efficiency(self, tensor: Tensor, block_shape: tuple[int, ...], region: str) -> float:
@@ -591,11 +492,3 @@ class PlanContext:
             found = transfer_efficiency(tensor, block_shape, self.regions[region])
             self._memos.efficiency[key] = found
         return found
-
-
-def part_encoding(part: Part, slot: int) -> tuple[float, int]:
-    """(encoded bytes per byte, bytes per encoded stream) of input `slot` of `part` beyond
-    its tensor's compression ratio: the weights' encoding for a part that knows it."""
-    if slot == getattr(part, "weight_tensor_idx", -1):
-        return part.weight_compression, part.weight_stream_bytes
-    return 1.0, 0

@@ -44,6 +44,8 @@ class Propagator:
         self._linear = matrix[: self.input_dims, : self.output_dims]
         self._shift = matrix[: self.input_dims, self.output_dims]
         self._nonzero = (self._linear != 0).astype(np.int64)
+        for array in (self._linear, self._shift, self._nonzero):
+            array.flags.writeable = False
         # Per input axis: the non-zero (output axis, coefficient) pairs and the constant term.
         self._rows = [
             (
@@ -56,6 +58,23 @@ class Propagator:
             )
         ]
         self._prepared: dict[StripeConfig, StripeConfig] = {}
+
+    @property
+    def linear(self) -> np.ndarray:
+        """(input axis, output axis) coefficients of the map, read-only: a device counting
+        what a block of output reads applies them to its own block shapes."""
+        return self._linear
+
+    @property
+    def shift(self) -> np.ndarray:
+        """The constant term added to each input axis before rounding up, read-only."""
+        return self._shift
+
+    @property
+    def feeds(self) -> np.ndarray:
+        """(input axis, output axis) 0/1 integers, read-only: 1 where the output axis feeds
+        the input axis, so its stripe counts carry over (as `propagate` carries them)."""
+        return self._nonzero
 
     def to_json(self) -> dict:
         return {"transform": self.transform.tolist(), "offset": list(self.offset)}

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 import numpy as np
 
 from cascader.core.floats import f32
 from cascader.core.part import BufferMode, Part, in_place_input
 from cascader.core.plan import Plan
-from cascader.core.plan_context import PlanContext, part_encoding, per_cycle
+from cascader.core.plan_context import PlanContext, per_cycle
 from cascader.core.stripe_config import StripeConfig
 from cascader.core.tensor_config import TensorConfig, TensorConfigState
 
@@ -169,13 +170,14 @@ def _vela_single_plans(
     """`generate_single_plans` under the "vela" cost model: a plan costs what the flow's
     evaluator (Vela's performance model over the plan's stripe schedule) charges the op: the
     largest of its NPU cycles and each memory region's access cycles (the bytes the NPU reads
-    and writes there, feature maps scaled by Vela's burst efficiency, over the region's
-    bandwidth). The NPU cycles are the compute plus the DMA copies of its constants: the
-    schedule copies them into one buffer per constant, so each slice's copy waits for the
-    stripes before it, all but the first, which runs under the previous op (`copy_slack`).
-    A convolution in one stripe is costed double-buffered instead, as the schedule runs a
-    plan left with that op alone (its copies overlap the compute; merged into a longer plan
-    of one stripe it would be single-buffered, which the single plan cannot know).
+    and writes there times the part's cycles per byte there, `Part.access_costs`). The NPU
+    cycles are the compute plus the DMA copies of its constants: the schedule copies them
+    into one buffer per constant, so each slice's copy waits for the stripes before it, all
+    but the first, which runs under the previous op (`copy_slack`).
+    A part that double-buffers its weights alone (`Part.double_buffers_whole_weights`) is
+    costed so in one stripe, as the schedule runs a plan left with that op alone (its copies
+    overlap the compute; merged into a longer plan of one stripe it would be
+    single-buffered, which the single plan cannot know).
     Memory counts a copied weight buffer encoded and an elementwise output written over its
     input (`in_place_input`) once, as the schedule holds them. The copied constants' reads
     are not access cycles. The evaluator sees an op's constants as copied only when its
@@ -185,34 +187,21 @@ def _vela_single_plans(
     read from and spread over the combinations with numpy; configs that differ only in loop
     order cost the same (only their buffers differ), so it is asked per stripe tiling (and
     output mode and area), for all of the part's at once."""
-    weights = getattr(part, "weight_tensor_idx", -1)
+    weights = part.weight_tensor_idx
     fused = in_place_input(part)
     slack = ctx.copy_slack(part) if weights >= 0 else 0.0
-    encodings = [part_encoding(part, slot) for slot in range(len(part.inputs))]
-    rows: list[tuple[list[list[TensorConfig]], list[TensorConfig]]] = []
-    # Per row: its input choices' cascade-region bytes (slot after slot), its kept outputs'
-    # positions, numbers, cycles (as a number in `tiled`) and cascade-region bytes, and
-    # each set of open inputs' number (per class of `layout.open_positions`).
-    # An elementwise output written over its input (`in_place_input`) takes no bytes of its
-    # own when both are held whole in the cascade region: per row, the bytes of each choice
-    # of that input it would be written over.
-    input_memory, kept_outputs, output_numbers, output_cycles, output_memory, open_numbers = (
-        [] for _ in range(6)
-    )
-    written_over: list[list[int]] = []
-    outputs: dict[TensorConfig, int] = {}
-    open_inputs: dict[tuple[TensorConfig, ...], int] = {}
+    encodings = [part.weight_encoding(slot) for slot in range(len(part.inputs))]
+    rows = _VelaRows()
     layout: _VelaLayout | None = None
     # Per (stripe tiling, output buffer mode, output copy region): a number, and the DMA
     # and constant copy cycles per combination. A part may cost an output in another mode
-    # than its own (see EthosuPart.costed_mode).
-    costed_mode = getattr(part, "costed_mode", None)
+    # than its own (`Part.costed_mode`).
     tiled: dict[tuple[StripeConfig, BufferMode, str], int] = {}
-    tiled_transfers: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    streams = weights >= 0 and getattr(part, "op", "") != "fully_connected"
+    tiled_transfers: list[Transfers] = []
+    double_buffers = part.double_buffers_whole_weights
     cascade = ctx.cascade
     # Per (input stripe config, slot): its options (rows share their constants' configs).
-    slot_options: dict[tuple[StripeConfig, int], list[tuple]] = {}
+    slot_options: dict[tuple[StripeConfig, int], list[VelaInput]] = {}
     for output_stripe_config, input_stripe_configs, outs, wanted in _stripe_choices(
         part, output_stripe_configs, ctx, joinable
     ):
@@ -230,16 +219,15 @@ def _vela_single_plans(
         if layout is None:
             layout = _VelaLayout(ctx, options, weights)
         tiling = ctx.tiling(output_stripe_config)
-        # A lone convolution in one stripe double-buffers its copied weights (the schedule's
+        # A part alone in one stripe may double-buffer its copied weights (the schedule's
         # `double_buffered`): their copies overlap its compute.
-        overlapped = streams and math.prod(output_stripe_config.stripes) == 1
+        overlapped = double_buffers and math.prod(output_stripe_config.stripes) == 1
         transfers = None
         kept = [o for o, keep in enumerate(wanted) if keep]
         numbers = []
         for o in kept:
-            out = outs[o]
-            mode = out.buffer_mode if costed_mode is None else costed_mode(tiling, out.buffer_mode)
-            key = (tiling, mode, out.copy_region)
+            mode = part.costed_mode(tiling, outs[o].buffer_mode)
+            key = (tiling, mode, outs[o].copy_region)
             number = tiled.get(key)
             if number is None:
                 if transfers is None:
@@ -247,58 +235,31 @@ def _vela_single_plans(
                 number = tiled[key] = len(tiled_transfers)
                 tiled_transfers.append(transfers)
             numbers.append(number)
-            output_memory.append(_whole_memory(out, cascade))
-        configs = [[option[0] for option in choices] for choices in options]
-        open_numbers.append(
-            [
-                open_inputs.setdefault(
-                    tuple(configs[slot][pick] for slot, pick in interior), len(open_inputs)
-                )
-                for interior in layout.open_positions
-            ]
-        )
-        input_memory.append([option[1] for choices in options for option in choices])
-        if fused >= 0:
-            written_over.append([_whole_memory(o[0], cascade) for o in options[fused]])
-        output_cycles += numbers
-        kept_outputs.append(kept)
-        output_numbers += [outputs.setdefault(outs[o], len(outputs)) for o in kept]
-        rows.append((configs, outs))
+        rows.add(layout, options, outs, kept, numbers, fused, cascade)
     if layout is None:
         empty = np.zeros(0, dtype=np.int64)
-        return SinglePlans(empty, empty, [], empty, [], empty, rows.__getitem__)
-    # Plans in the original's order: row after row, combination-major, then kept output.
-    widths = np.array([len(kept) for kept in kept_outputs], dtype=np.int64)
-    plans_per_row = layout.count * widths
-    row_of = np.repeat(np.arange(len(rows), dtype=np.int64), plans_per_row)
-    position = (
-        np.arange(len(row_of), dtype=np.int64) - (np.cumsum(plans_per_row) - plans_per_row)[row_of]
-    )
-    combo_of, kept_at = np.divmod(position, widths[row_of])
-    kept_at += (np.cumsum(widths) - widths)[row_of]  # into the rows' kept outputs, joined
-    out_of = np.array([o for kept in kept_outputs for o in kept], dtype=np.int64)[kept_at]
-    output_index = np.array(output_numbers, dtype=np.int64)[kept_at]
-    memory_all = (
-        layout.memory(np.array(input_memory, dtype=np.int64))[row_of, combo_of]
-        + np.array(output_memory, dtype=np.int64)[kept_at]
-    )
+        return SinglePlans(empty, empty, [], empty, [], empty, rows.rows.__getitem__)
+    row_of, combo_of, kept_at = rows.plan_positions(layout.count)
+    out_of = np.array([o for kept in rows.kept_outputs for o in kept], dtype=np.int64)[kept_at]
+    output_index = np.array(rows.output_numbers, dtype=np.int64)[kept_at]
+    output_memory = np.array(rows.output_memory, dtype=np.int64)[kept_at]
+    memory_all = layout.memory(np.array(rows.input_memory, dtype=np.int64))[row_of, combo_of]
+    memory_all = memory_all + output_memory
     if fused >= 0:
         memory_all -= np.minimum(
-            np.array(written_over, dtype=np.int64)[row_of, layout.picks[fused][combo_of]],
-            np.array(output_memory, dtype=np.int64)[kept_at],
+            np.array(rows.written_over, dtype=np.int64)[row_of, layout.picks[fused][combo_of]],
+            output_memory,
         )
-    prepare = getattr(part, "prepare_block_costs", None)
-    if prepare is not None:
-        prepare([key[0] for key in tiled], [key[1] for key in tiled])
+    part.prepare_block_costs([key[0] for key in tiled], [key[1] for key in tiled])
     cycles_all = _tiled_cycles(part, layout, tiled, tiled_transfers)[
-        np.array(output_cycles, dtype=np.int64)[kept_at], combo_of
+        np.array(rows.output_cycles, dtype=np.int64)[kept_at], combo_of
     ]
-    opens = list(open_inputs)
-    open_index = np.array(open_numbers, dtype=np.int64)[row_of, layout.open_codes[combo_of]]
+    opens = list(rows.open_inputs)
+    open_index = np.array(rows.open_numbers, dtype=np.int64)[row_of, layout.open_codes[combo_of]]
     group = 1 << part.id
 
     def build(index: int) -> Plan:
-        configs, row_outputs = rows[int(row_of[index])]
+        configs, row_outputs = rows.rows[int(row_of[index])]
         o = int(out_of[index])
         output = row_outputs[o]
         open_configs = opens[int(open_index[index])]
@@ -314,15 +275,82 @@ def _vela_single_plans(
         )
 
     return SinglePlans(
-        memory_all, cycles_all, list(outputs), output_index, opens, open_index, build
+        memory_all, cycles_all, list(rows.outputs), output_index, opens, open_index, build
     )
+
+
+class _VelaRows:
+    """The rows of `_vela_single_plans` (one per output stripe config planned), gathered for
+    one set of array operations over all their plans: per row, its input and output configs,
+    its input choices' cascade-region bytes (slot after slot), its kept outputs' positions,
+    numbers, cycles (a number in the caller's `tiled`) and cascade-region bytes, and each
+    set of open inputs' number (per class of `_VelaLayout.open_positions`). An elementwise
+    output written over its input (`in_place_input`) takes no bytes of its own when both are
+    held whole in the cascade region: per row, the bytes of each choice of that input it
+    would be written over."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[list[list[TensorConfig]], list[TensorConfig]]] = []
+        self.input_memory: list[list[int]] = []
+        self.kept_outputs: list[list[int]] = []
+        self.output_numbers: list[int] = []
+        self.output_cycles: list[int] = []
+        self.output_memory: list[int] = []
+        self.open_numbers: list[list[int]] = []
+        self.written_over: list[list[int]] = []
+        self.outputs: dict[TensorConfig, int] = {}
+        self.open_inputs: dict[tuple[TensorConfig, ...], int] = {}
+
+    def add(
+        self,
+        layout: _VelaLayout,
+        options: list[list[VelaInput]],
+        outs: list[TensorConfig],
+        kept: list[int],
+        cycles: list[int],
+        fused: int,
+        cascade: str,
+    ) -> None:
+        """One row: its input `options`, output configs `outs`, the positions of those kept
+        and each kept one's cycles number."""
+        configs = [[option.config for option in choices] for choices in options]
+        open_inputs = self.open_inputs
+        self.open_numbers.append(
+            [
+                open_inputs.setdefault(
+                    tuple(configs[slot][pick] for slot, pick in interior), len(open_inputs)
+                )
+                for interior in layout.open_positions
+            ]
+        )
+        self.input_memory.append([option.memory for choices in options for option in choices])
+        if fused >= 0:
+            self.written_over.append([_whole_memory(o.config, cascade) for o in options[fused]])
+        self.output_memory += [_whole_memory(outs[o], cascade) for o in kept]
+        self.output_cycles += cycles
+        self.kept_outputs.append(kept)
+        self.output_numbers += [self.outputs.setdefault(outs[o], len(self.outputs)) for o in kept]
+        self.rows.append((configs, outs))
+
+    def plan_positions(self, combinations: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per plan, in the original's order (row after row, combination-major, then kept
+        output): its row, its combination of input choices and its kept output's position
+        among all rows' kept outputs, joined."""
+        widths = np.array([len(kept) for kept in self.kept_outputs], dtype=np.int64)
+        plans_per_row = combinations * widths
+        row_of = np.repeat(np.arange(len(self.rows), dtype=np.int64), plans_per_row)
+        starts = (np.cumsum(plans_per_row) - plans_per_row)[row_of]
+        combo_of, kept_at = np.divmod(np.arange(len(row_of), dtype=np.int64) - starts,
+                                      widths[row_of])  # fmt: skip
+        kept_at += (np.cumsum(widths) - widths)[row_of]
+        return row_of, combo_of, kept_at
 
 
 def _tiled_cycles(
     part: Part,
     layout: _VelaLayout,
     tiled: dict[tuple[StripeConfig, BufferMode, str], int],
-    transfers: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    transfers: list[Transfers],
 ) -> np.ndarray:
     """Cycles per (stripe tiling, mode, output area) numbered in `tiled` and combination,
     the keys with one output area costed together."""
@@ -337,9 +365,20 @@ def _tiled_cycles(
             [keys[n][0] for n in numbers],
             [keys[n][1] for n in numbers],
             area,
-            *(np.stack([transfers[n][i] for n in numbers]) for i in range(3)),
+            Transfers(*(np.stack([transfers[n][i] for n in numbers]) for i in range(3))),
         )
     return cycles
+
+
+class Transfers(NamedTuple):
+    """Per combination of input choices, what copies add to a "vela" plan's cycles: DMA
+    cycles of copied constant operands, which overlap the compute (`dma`); NPU cycles the
+    copies of feature maps and of the op's weights add to its compute (`added`); cycles of
+    weight copies that run beside the compute (`beside`)."""
+
+    dma: np.ndarray
+    added: np.ndarray
+    beside: np.ndarray
 
 
 class _VelaLayout:
@@ -348,9 +387,9 @@ class _VelaLayout:
     input has depends on its tensor, not on the stripe config (`PlanContext.input_configs`),
     so what only depends on the kinds of choices is worked out once per part: each
     combination's picks, the areas it reads, its group of constant choices and its set of
-    INTERIOR inputs. A row's options (`_vela_input` tuples) give the values."""
+    INTERIOR inputs. A row's options (`VelaInput`s) give the values."""
 
-    def __init__(self, ctx: PlanContext, options: list[list[tuple]], weights: int) -> None:
+    def __init__(self, ctx: PlanContext, options: list[list[VelaInput]], weights: int) -> None:
         self.ctx, self.weights = ctx, weights
         sizes = [len(choices) for choices in options]
         self.count = math.prod(sizes)
@@ -361,7 +400,7 @@ class _VelaLayout:
         for size in sizes:
             self.picks.append(combination // step % size)
             step *= size
-        configs = [[option[0] for option in choices] for choices in options]
+        configs = [[option.config for option in choices] for choices in options]
         self.copied = np.zeros(self.count, dtype=bool)
         if weights >= 0:
             self.copied = np.array([c.copy_tensor for c in configs[weights]])[self.picks[weights]]
@@ -371,8 +410,8 @@ class _VelaLayout:
         code = np.zeros(self.count, dtype=np.int64)
         for slot, choices in enumerate(options):
             ids = np.array(
-                [[names.setdefault(o[5], len(names)), names.setdefault(o[4], len(names))]
-                 for o in choices],
+                [[names.setdefault(o.area_weights_home, len(names)),
+                  names.setdefault(o.area_weights_copied, len(names))] for o in choices],
                 dtype=np.int64,
             )  # fmt: skip
             code = code * (len(ctx.regions) + 2) + ids[self.picks[slot], self.copied.astype(int)]
@@ -385,7 +424,7 @@ class _VelaLayout:
         for combo in first:
             copied = bool(self.copied[combo])
             areas = tuple(
-                choices[int(pick[combo])][4 if copied else 5]
+                choices[int(pick[combo])].area(copied)
                 for choices, pick in zip(options, self.picks, strict=True)
             )
             const_area = None
@@ -428,11 +467,9 @@ class _VelaLayout:
         )
 
     def transfers(
-        self, options: list[list[tuple]], slack: float, overlapped: bool = False
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per combination: (DMA cycles of copied constant operands, which overlap the
-        compute; NPU cycles the copies of feature maps and of the op's weights add to its
-        compute; cycles of weight copies that run beside the compute). A feature map's
+        self, options: list[list[VelaInput]], slack: float, overlapped: bool = False
+    ) -> Transfers:
+        """The `Transfers` of each combination. A feature map's
         copies each wait for the stripe before and hold up the stripe after (the schedule
         copies them into one buffer). Weights single-buffered: the whole copy adds but the
         first slice's, which hides under the previous op up to `slack`; double-buffered
@@ -440,26 +477,26 @@ class _VelaLayout:
         compute, so the op takes the longer of its compute and the copy past `slack`."""
         dma, serial = np.zeros(self.count), np.zeros(self.count)
         for choices, pick in zip(options, self.picks, strict=True):
-            cycles = np.array([o[2] for o in choices])[pick]
-            if choices[0][0].tensor.is_constant:
+            cycles = np.array([o.dma for o in choices])[pick]
+            if choices[0].config.tensor.is_constant:
                 dma = dma + cycles
             else:
                 serial = serial + cycles
         if self.weights < 0:
-            return dma, serial, np.zeros(self.count)
+            return Transfers(dma, serial, np.zeros(self.count))
         ctx, weights = self.ctx, self.weights
         added, beside = [], []
         for combo in self.constant_firsts:
             chosen = [
                 choices[int(pick[combo])] for choices, pick in zip(options, self.picks, strict=True)
             ]
-            home = chosen[weights][0].home_region
-            if not chosen[weights][0].copy_tensor:
+            home = chosen[weights].config.home_region
+            if not chosen[weights].config.copy_tensor:
                 added.append(0.0)
                 beside.append(0.0)
                 continue
-            total = sum(c[3][0] for c in chosen)
-            first_bytes = sum(c[3][1] for c in chosen)
+            total = sum(c.copy_bytes[0] for c in chosen)
+            first_bytes = sum(c.copy_bytes[1] for c in chosen)
             full = ctx.mem2mem(home, ctx.cascade, total)
             if overlapped:
                 added.append(0.0)
@@ -468,7 +505,7 @@ class _VelaLayout:
                 added.append(full - min(ctx.mem2mem(home, ctx.cascade, first_bytes), slack))
                 beside.append(0.0)
         added = np.array(added)[self.constant_of] + serial
-        return dma, added, np.array(beside)[self.constant_of]
+        return Transfers(dma, added, np.array(beside)[self.constant_of])
 
     def cycles(
         self,
@@ -476,19 +513,17 @@ class _VelaLayout:
         configs: list[StripeConfig],
         modes: list[BufferMode],
         out_area: str,
-        dma: np.ndarray,
-        extra: np.ndarray,
-        beside: np.ndarray,
+        transfers: Transfers,
     ) -> np.ndarray:
         """Per output stripe config (its output in the mode at the same position of
         `modes`, copied to `out_area`) and combination: the plan's cycles, the largest of
-        the NPU cycles (`extra` for weight and feature-map copies on top, at least `beside`,
-        the weight copies that overlap it), the overlapped DMA (`dma`) and each region's
-        access cycles."""
+        the NPU cycles (the copies `added` on top, at least the weight copies `beside` it),
+        the overlapped DMA and each region's access cycles. `transfers`: per config (rows)
+        and combination."""
         compute, access = self.ctx.vela_costs(part, configs, modes, out_area, self.area_sets)
         access = np.maximum.reduce(access, axis=2)
-        npu = np.maximum(compute[:, self.area_of] + extra, beside)
-        return np.maximum(np.maximum(npu, dma), access[:, self.area_of]).astype(np.int64)
+        npu = np.maximum(compute[:, self.area_of] + transfers.added, transfers.beside)
+        return np.maximum(np.maximum(npu, transfers.dma), access[:, self.area_of]).astype(np.int64)
 
 
 def _first_appearances(codes: np.ndarray) -> tuple[list[int], np.ndarray]:
@@ -506,12 +541,28 @@ def _first_appearances(codes: np.ndarray) -> tuple[list[int], np.ndarray]:
     return first, np.array(inverse, dtype=np.int64)
 
 
+class VelaInput(NamedTuple):
+    """One way of providing an input under the "vela" cost model (`_vela_single_plans`): its
+    config, its cascade-region bytes, the overlapped DMA cycles of copying it (a feature
+    map), the bytes the schedule copies of it (a constant: all, first stripe's) and the
+    area its reads count in when the op's weights are copied, and when they are not (the
+    evaluator sees a constant as copied only with the weights; None: not counted)."""
+
+    config: TensorConfig
+    memory: int
+    dma: float
+    copy_bytes: tuple[float, float]
+    area_weights_copied: str | None
+    area_weights_home: str | None
+
+    def area(self, weights_copied: bool) -> str | None:
+        return self.area_weights_copied if weights_copied else self.area_weights_home
+
+
 def _vela_input(
     ctx: PlanContext, config: TensorConfig, has_weights: bool, encoding: tuple[float, int]
-) -> tuple:
-    """One input option of `_vela_single_plans`: (config, cascade-region bytes, overlapped
-    DMA cycles, constant copy bytes (all, first), area its reads count in when the op's
-    weights are copied, and when they are not). `encoding`: see `part_encoding`."""
+) -> VelaInput:
+    """The `VelaInput` of `config`. `encoding`: see `Part.weight_encoding`."""
     memory = _input_memory(config, ctx.cascade)
     if has_weights and config.tensor.is_constant:
         copy_bytes = (
@@ -520,9 +571,9 @@ def _vela_input(
         if memory and encoding != (1.0, 0):
             # The schedule's buffer holds a stripe's weights encoded, not their elements.
             memory = math.ceil(memory * encoding[0] + encoding[1])
-        return (config, memory, 0.0, copy_bytes, None, config.home_region)
+        return VelaInput(config, memory, 0.0, copy_bytes, None, config.home_region)
     dma = ctx.vela_copy(config) if config.copy_tensor else 0.0
-    return (config, memory, dma, (0.0, 0.0), config.copy_region, config.copy_region)
+    return VelaInput(config, memory, dma, (0.0, 0.0), config.copy_region, config.copy_region)
 
 
 class SinglePlans:

@@ -7,17 +7,19 @@ pure arithmetic. The single-precision truncations follow the original cost model
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from functools import partial
 
 import numpy as np
 
+from cascader.core.costs import AccessCosts, BlockCosts, CommandBound, PerformanceInfo
 from cascader.core.floats import f32
-from cascader.core.part import BlockCosts, BufferMode, Part, PerformanceInfo
+from cascader.core.memory_region import MemoryRegion
+from cascader.core.part import BufferMode, Part
 from cascader.core.propagator import Propagator
 from cascader.core.stripe_config import StripeConfig, axis_stripe_sizes
 from cascader.core.tensor import Tensor
 from cascader.ethosu.block_config import BlockConfig
+from cascader.ethosu.burst import burst_efficiencies, burst_efficiency
 
 
 def _fit(values: tuple[int, ...], dims: int) -> np.ndarray:
@@ -27,6 +29,16 @@ def _fit(values: tuple[int, ...], dims: int) -> np.ndarray:
     n = min(dims, len(values))
     out[:n] = values[:n]
     return out
+
+
+def _efficiencies(
+    tensor: Tensor, blocks: list[tuple[int, ...]], region: MemoryRegion, is_read: bool
+) -> np.ndarray:
+    """`burst_efficiency` of each block shape of `blocks`, in one array operation when they
+    have as many axes."""
+    if len(set(map(len, blocks))) == 1:
+        return burst_efficiencies(tensor, tuple(blocks), region, is_read)
+    return np.array([burst_efficiency(tensor, b, region, is_read) for b in blocks])
 
 
 def _single(values: np.ndarray) -> np.ndarray:
@@ -178,11 +190,14 @@ class EthosuPart(Part):
         self._block_costs: dict[tuple[tuple, bool], BlockCosts] = {}
         self._has_dpu = self._block_cycles[:, 0] > 0
         self._all_dpu = bool(self._has_dpu.all())
-        # Per (stripe tiling, rolls): the per-block terms `command_bound_batch` recombines.
+        # Per (stripe tiling, rolls): the per-block terms `command_bound` recombines.
         self._block_terms: dict[tuple[tuple, bool], tuple] = {}
         self._clipped_blocks: dict[tuple[int, ...], tuple] = {}
         self._reads: dict[tuple[int, ...], np.ndarray] = {}  # per shape: blocks x inputs
         self._ifm_block_bytes: dict[tuple[int, ...], np.ndarray] = {}
+        # Per (input slot, region name, read bandwidth, burst length): its reads' cycles per
+        # byte, the same for every stripe.
+        self._input_access: dict[tuple[int, str, float, int], np.ndarray] = {}
         self._vela_reads = self._reads if self._shared_blocks else {}
         self._blocks = np.maximum(self._vela_out, 1).astype(np.float64)
         self._block_volume = np.prod(np.maximum(self._vela_out, 1), axis=1)
@@ -224,11 +239,11 @@ class EthosuPart(Part):
         extent[:, : min(out_dims, shape_dims)] = shapes[:, :out_dims]
         result = np.zeros((n_shapes, n_blocks, len(self.propagators)), dtype=np.int64)
         for i, (prop, tensor) in enumerate(zip(self.propagators, self.inputs, strict=True)):
-            lin, shift = prop._linear, prop._shift
+            lin, shift = prop.linear, prop.shift
             in_shape = np.ceil(blocks @ lin.T + shift).astype(np.int64)[None, :, :, None]
             in_extent = np.ceil(extent @ lin.T + shift).astype(np.int64)[:, None, :, None]
             in_stride = np.trunc((blocks @ lin.T).astype(np.float32)).astype(np.int64)
-            in_stripes = stripes @ prop._nonzero.T
+            in_stripes = stripes @ prop.feeds.T
             in_stripes[in_stripes == 0] = 1
             # Per (shape, block config, input axis): the elements the axis' windows read.
             sums = _axis_window_sums(
@@ -400,8 +415,7 @@ class EthosuPart(Part):
         return costs
 
     def costed_mode(self, config: StripeConfig, mode: BufferMode) -> BufferMode:
-        """The buffer mode `block_costs` counts an output of `config` in: a ROLLING output
-        that cannot roll costs what a RECOMPUTE one does, so a plan can share its costs."""
+        """A ROLLING output that cannot roll costs what a RECOMPUTE one does."""
         return BufferMode.ROLLING if self._costs_key(config, mode)[1] else BufferMode.RECOMPUTE
 
     def _costs_key(self, config: StripeConfig, mode: BufferMode) -> tuple[tuple, bool]:
@@ -416,9 +430,8 @@ class EthosuPart(Part):
         return (*key[:3], *key[4:]), rolls
 
     def prepare_block_costs(self, configs: list[StripeConfig], modes: list[BufferMode]) -> None:
-        """`block_costs` of each of `configs` in the mode at the same position of `modes`,
-        in batches: only the pairs the plans cost (a mode no kept output uses costs
-        nothing)."""
+        """`block_costs` of the pairs the plans cost, in batches (a mode no kept output uses
+        costs nothing)."""
         wanted: dict[tuple, StripeConfig] = {}
         for config, mode in zip(configs, modes, strict=True):
             key = self._costs_key(config, mode)
@@ -461,15 +474,15 @@ class EthosuPart(Part):
         _, height, width, depth = (1, 1, 1, *shape.tolist())[-4:]
         return int(height), int(width), int(depth)
 
-    def command_bound_batch(
+    def command_bound(
         self,
         configs: list[StripeConfig],
         modes: list[BufferMode],
         ifm_block_cycles: np.ndarray,
         ofm_cycles_per_byte: np.ndarray,
         ofm_latency: float,
-        bias_latencies: Sequence[np.ndarray | None],
-    ) -> list[np.ndarray]:
+        bias_latency: np.ndarray | None,
+    ) -> CommandBound:
         """`block_costs` compute cycles once the memory the op runs in is known, as Vela's
         `_estimate_conv_cycles` charges it per block: the DPU and the output each take at
         least a quarter of the block's command (fetching its IFM block, writing its OFM
@@ -479,11 +492,12 @@ class EthosuPart(Part):
         For many configs (`modes`: each one's buffer mode) under several plans' areas each:
         `ifm_block_cycles` (the IFM area's read latency plus an IFM block's transfer) per
         (config, plan, block config), `ofm_cycles_per_byte` (the OFM area's write cycles per
-        byte) per (config, block config), `ofm_latency` that area's write latency, and each
-        entry of `bias_latencies` the read latency where the NPU reads the scale-biases, per
-        plan (None: not counted, as for an op without). One (config, plan, block config)
-        array per latency entry. Configs with as many distinct stripe shapes go through one
+        byte) per (config, block config), `ofm_latency` that area's write latency, and
+        `bias_latency` the read latency where the NPU reads the scale-biases, per plan (None:
+        an op without). Charged with the scale-bias fetch; chosen by without it, as Vela's
+        scheduler picks blocks. Configs with as many distinct stripe shapes go through one
         set of array operations, each with the operations it gets alone."""
+        bias_latencies = (None,) if bias_latency is None else (bias_latency, None)
         keys = [self._costs_key(config, mode) for config, mode in zip(configs, modes, strict=True)]
         for config, mode in zip(configs, modes, strict=True):
             self.block_costs(config, mode)
@@ -529,7 +543,7 @@ class EthosuPart(Part):
                 if elementwise is not None:
                     cycles = np.where(self._has_dpu, cycles, elementwise)
                 found[entry][rows] = cycles
-        return found
+        return CommandBound(found[0], found[-1])
 
     def _vela_block_costs(self, entries: list[tuple[tuple, StripeConfig]]) -> None:
         """Vela's count (npu_performance) for every block config: each stripe is one NPU
@@ -704,17 +718,57 @@ class EthosuPart(Part):
         )  # fmt: skip
         return np.minimum(self._vela_out, limit)
 
-    def input_blocks(self) -> np.ndarray | None:
-        """The input blocks of every `_stripe_blocks` list (they do not depend on the
-        stripe) as one (block config, axis) array, when they have as many axes (None
-        otherwise)."""
-        return self._ifm_array
+    def access_costs(
+        self, costs: BlockCosts, shape: tuple[int, ...], slot: int, region: MemoryRegion
+    ) -> AccessCosts:
+        """Vela's burst efficiency over the region's bandwidth, per block config (output
+        blocks clipped to stripes of `shape`); constants move at full bandwidth, as encoded.
+        The block choice (`ethosu.vela_cost.fastest_block`) weighs weights by element and
+        reads no scale-bias; the evaluator then charges both."""
+        is_read = slot < len(self.inputs)
+        tensor = self.inputs[slot] if is_read else self.output
+        bandwidth = region.read_bandwidth if is_read else region.write_bandwidth
+        if tensor.is_constant:
+            ratio = tensor.compression_ratio * self.weight_encoding(slot)[0]
+            counted = np.full(len(costs.compute_cycles), ratio / bandwidth)
+            if not is_read:
+                return AccessCosts(counted, counted)
+            picked = 1.0 / region.read_bandwidth if slot == self.weight_tensor_idx else 0.0
+            return AccessCosts(counted, np.full(counted.shape, picked))
+        if is_read:
+            key = (slot, region.name, bandwidth, region.burst_length)
+            counted = self._input_access.get(key)
+            if counted is None:
+                counted = self._input_access[key] = (
+                    self._input_efficiencies(tensor, costs, region) / bandwidth
+                )
+        elif self._full_blocks:
+            efficiency = burst_efficiencies(tensor, self._clipped_outputs(shape), region, False)
+            counted = efficiency / bandwidth
+        else:
+            counted = _efficiencies(tensor, [b for _, b in costs.block_shapes], region, False)
+            counted = counted / bandwidth
+        return AccessCosts(counted, counted)
 
-    def output_blocks(self, shape: tuple[int, ...]) -> np.ndarray | None:
-        """The output blocks of `_stripe_blocks(shape)` as one (block config, axis) array,
-        when every block has all the axes (None otherwise): burst efficiencies come from
-        them without converting the tuples back."""
-        return self._clipped_outputs(shape) if self._full_blocks else None
+    def _input_efficiencies(
+        self, tensor: Tensor, costs: BlockCosts, region: MemoryRegion
+    ) -> np.ndarray:
+        """Burst efficiency of reading `tensor` per block config: from the input blocks,
+        which do not depend on the stripe, as one array when they have as many axes."""
+        if self._ifm_array is not None:
+            return burst_efficiencies(tensor, self._ifm_array, region, True)
+        return _efficiencies(tensor, [b for b, _ in costs.block_shapes], region, True)
+
+    def weight_encoding(self, slot: int) -> tuple[float, int]:
+        if slot == self.weight_tensor_idx:
+            return self.weight_compression, self.weight_stream_bytes
+        return 1.0, 0
+
+    @property
+    def double_buffers_whole_weights(self) -> bool:
+        """A convolution's weights (not a fully connected op's): as the schedule's
+        `double_buffered` slices them."""
+        return self.weight_tensor_idx >= 0 and self.op != "fully_connected"
 
     def to_json(self) -> dict:
         data = super().to_json()

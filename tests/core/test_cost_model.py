@@ -18,10 +18,11 @@ from ethosu.vela.tensor import MemArea, TensorFormat
 from cascader.core import cascade
 from cascader.core.options import CascaderOptions
 from cascader.core.part import BufferMode
-from cascader.core.plan_context import PlanContext, copy_cycles_hint, vela_efficiency
+from cascader.core.plan_context import PlanContext, copy_cycles_hint
 from cascader.core.stripe_generation import generate_output_stripe_configs
 from cascader.core.tensor import Tensor
 from cascader.core.tensor_config import TensorConfigState
+from cascader.ethosu.burst import burst_efficiency
 from cascader.ethosu.graph_json import load_graph
 
 SHARED = Path(
@@ -136,7 +137,7 @@ def test_burst_efficiency_is_vela_s(area, is_read, tensor_shape, block):
     expected = _estimate_memory_transfer_efficiency(
         arch, is_read, area, fmt, 8, vela_block, shape, 1.0
     )
-    assert vela_efficiency(tensor, ours, region, is_read) == pytest.approx(expected)
+    assert burst_efficiency(tensor, ours, region, is_read) == pytest.approx(expected)
 
 
 @pytest.mark.skipif(not MODEL.is_file(), reason=f"no {MODEL}")
@@ -233,23 +234,24 @@ def test_command_overhead_is_vela_s_in_every_memory(ifm_area, ofm_area, const_ar
     ifm_region, ofm_region = memory.regions[ifm_area], memory.regions[ofm_area]
     checked = 0
     for part, whole, costs, desc, blocks in _conv_parts(U65[0]):
+        ifm_read = ifm_region.read_bandwidth
         ifm_per_byte = [
-            vela_efficiency(part.inputs[0], shapes[0], ifm_region, True) / ifm_region.read_bandwidth
+            burst_efficiency(part.inputs[0], shapes[0], ifm_region, True) / ifm_read
             for shapes in costs.block_shapes
         ]
         ofm_per_byte = [
-            vela_efficiency(part.output, shapes[1], ofm_region, False) / ofm_region.write_bandwidth
+            burst_efficiency(part.output, shapes[1], ofm_region, False) / ofm_region.write_bandwidth
             for shapes in costs.block_shapes
         ]
         ifm_cycles = ifm_region.read_latency + part.ifm_block_bytes(whole) * ifm_per_byte
-        ours = part.command_bound_batch(
+        ours = part.command_bound(
             [whole],
             [BufferMode.RECOMPUTE],
             ifm_cycles[None, None],  # one config, one plan
             np.array(ofm_per_byte)[None],
             ofm_region.write_latency,
-            (np.array([memory.regions[const_area].read_latency]),),
-        )[0][0, 0]
+            np.array([memory.regions[const_area].read_latency]),
+        ).counted[0, 0]
         for index, block in enumerate(blocks):
             query = performance_query(desc, block, ifm_area, ofm_area, None, const_area)
             vela = measure_cycle_cost(memory.arch, desc.vela_op, desc.faf_op, query).op_cycles
@@ -298,7 +300,7 @@ def test_weight_copies_wait_for_the_compute_and_a_scale_bias_copy_alone_reads_in
     document = load_graph(GOLDEN)
     checked = 0
     for part in document.graph.parts:
-        weights = getattr(part, "weight_tensor_idx", -1)
+        weights = part.weight_tensor_idx
         if weights < 0:
             continue
         ctx, plans = _single_plans(document, part)

@@ -18,13 +18,7 @@ from cascader.core.floats import f32
 from cascader.core.memory_region import MemoryRegion
 from cascader.core.pareto import cull_plans
 from cascader.core.part import BufferMode, in_place_input
-from cascader.core.plan_context import (
-    PlanContext,
-    part_encoding,
-    per_cycle,
-    vela_efficiencies,
-    vela_efficiency,
-)
+from cascader.core.plan_context import PlanContext, per_cycle
 from cascader.core.plan_generation import generate_graph_plans
 from cascader.core.propagator import Propagator
 from cascader.core.single_plans import (
@@ -37,8 +31,9 @@ from cascader.core.stripe_config import count_stripes
 from cascader.core.stripe_generation import generate_output_stripe_configs
 from cascader.core.tensor import Tensor
 from cascader.core.tensor_config import TensorConfigState
+from cascader.ethosu.burst import burst_efficiencies, burst_efficiency
 from cascader.ethosu.graph_json import load_graph
-from cascader.ethosu.part import _axis_window_sums, _window_sums
+from cascader.ethosu.part import EthosuPart, _axis_window_sums, _window_sums
 
 SHARED = Path(
     os.environ.get("CASCADER_SHARED", Path(__file__).resolve().parents[2].parent / "shared")
@@ -111,8 +106,8 @@ def test_burst_efficiencies_are_each_blocks_own(shape, dtype, burst_length, is_r
     tensor = Tensor(0, shape, dtype)
     region = MemoryRegion("SRAM", 1 << 20, 8, 8, 0, 0, burst_length)
     assume(len(shape) < 5 or len(blocks[0]) >= 3)
-    got = vela_efficiencies(tensor, tuple(blocks), region, is_read)
-    assert got.tolist() == [vela_efficiency(tensor, b, region, is_read) for b in blocks]
+    got = burst_efficiencies(tensor, tuple(blocks), region, is_read)
+    assert got.tolist() == [burst_efficiency(tensor, b, region, is_read) for b in blocks]
 
 
 def _document(path, **options):
@@ -150,7 +145,7 @@ def test_batched_performance_infos_are_each_alone(path):
     field, what each (shape, stripes, mode) gets alone."""
     document, checked = _document(path), 0
     for part in document.graph.parts:
-        if not hasattr(part, "block_configs"):
+        if not isinstance(part, EthosuPart):
             continue
         configs = _stripe_configs(part, document.options)
         part.prepare_costs(configs, "tvm")
@@ -252,26 +247,22 @@ def _plain_vela_single_plans(part, configs, ctx):
     convolution in one stripe overlaps its weight copies with its compute; an elementwise
     output written over an input held whole in the cascade region takes no bytes of its own."""
     cascade, plans = ctx.cascade, []
-    weights = getattr(part, "weight_tensor_idx", -1)
+    weights = part.weight_tensor_idx
     slack = ctx.copy_slack(part) if weights >= 0 else 0.0
     fused = in_place_input(part)
     for config in configs:
-        overlapped = (
-            weights >= 0
-            and getattr(part, "op", "") != "fully_connected"
-            and math.prod(config.stripes) == 1
-        )
+        overlapped = part.double_buffers_whole_weights and math.prod(config.stripes) == 1
         outputs = ctx.output_configs(config, part.output)
         options = []
         for slot, (sc, tensor) in enumerate(
             zip(part.input_stripe_configs(config), part.inputs, strict=True)
         ):
-            encoding = part_encoding(part, slot)
+            encoding = part.weight_encoding(slot)
             options.append([_vela_input(ctx, c, weights >= 0, encoding) for c in
                             ctx.input_configs(sc, tensor)])  # fmt: skip
         for combo in itertools.product(*reversed(options)):
             combo = combo[::-1]
-            inputs = tuple(c[0] for c in combo)
+            inputs = tuple(c.config for c in combo)
             opens = tuple(c for c in inputs if c.state == INTERIOR)
             copied = weights >= 0 and inputs[weights].copy_tensor
             const_area, extra, beside = None, 0.0, 0.0
@@ -279,13 +270,13 @@ def _plain_vela_single_plans(part, configs, ctx):
                 const_area = cascade if copied else inputs[weights].home_region
             if copied:
                 home = inputs[weights].home_region
-                full = ctx.mem2mem(home, cascade, sum(c[3][0] for c in combo))
-                first = ctx.mem2mem(home, cascade, sum(c[3][1] for c in combo))
+                full = ctx.mem2mem(home, cascade, sum(c.copy_bytes[0] for c in combo))
+                first = ctx.mem2mem(home, cascade, sum(c.copy_bytes[1] for c in combo))
                 if overlapped:
                     beside = max(full - slack, 0.0)
                 else:
                     extra = full - min(first, slack)
-            areas = tuple(c[4] if copied else c[5] for c in combo)
+            areas = tuple(c.area(copied) for c in combo)
             tensor_configs = inputs
             for out in outputs:
                 tensor_configs = (*tensor_configs, out)
@@ -293,12 +284,12 @@ def _plain_vela_single_plans(part, configs, ctx):
                     part, [config], [out.buffer_mode], out.copy_region, ((areas, const_area),)
                 )
                 access = access[0, 0].tolist()
-                serial = sum(c[2] for c in combo if not c[0].tensor.is_constant)
-                dma = sum(c[2] for c in combo if c[0].tensor.is_constant)
+                serial = sum(c.dma for c in combo if not c.config.tensor.is_constant)
+                dma = sum(c.dma for c in combo if c.config.tensor.is_constant)
                 npu = max(compute[0, 0] + (extra + serial), beside)
                 cycles = int(max(npu, dma, *access))
                 boundary = out.home_region == cascade and out.state == BOUNDARY
-                memory = sum(c[1] for c in combo) + (out.tensor.size if boundary else 0)
+                memory = sum(c.memory for c in combo) + (out.tensor.size if boundary else 0)
                 if fused >= 0 and boundary:
                     source = inputs[fused]
                     if source.home_region == cascade and source.state == BOUNDARY:
@@ -528,7 +519,7 @@ def test_batched_vela_costs_are_each_alone():
     alone_ctx = PlanContext(alone.graph, alone.regions, alone.home_map, alone.options)
     cascade, homes, checked = ctx.cascade, batched.home_map, 0
     for part, fresh in zip(batched.graph.parts, alone.graph.parts, strict=True):
-        if not hasattr(part, "command_bound_batch"):
+        if not isinstance(part, EthosuPart):
             continue
         configs = _stripe_configs(part, batched.options)[::4]
         modes = [(RECOMPUTE, ROLLING)[i % 2] for i in range(len(configs))]
@@ -543,10 +534,18 @@ def test_batched_vela_costs_are_each_alone():
                 single.block_shapes,
             )
             assert ours.block_shapes == _plain_stripe_blocks(part, config.shape)
-            for side, blocks in enumerate((part.input_blocks(), part.output_blocks(config.shape))):
-                if blocks is not None:
-                    listed = [pair[side] for pair in ours.block_shapes]
-                    assert list(map(tuple, blocks.tolist())) == listed
+            # Access costs from the part's block arrays are those of each listed block.
+            region = ctx.regions[cascade]
+            for slot, tensor in [(0, part.inputs[0]), (len(part.inputs), part.output)]:
+                is_read = slot == 0
+                side = 0 if is_read else 1
+                bandwidth = region.read_bandwidth if is_read else region.write_bandwidth
+                got = part.access_costs(ours, config.shape, slot, region).counted
+                listed = [
+                    burst_efficiency(tensor, pair[side], region, is_read) / bandwidth
+                    for pair in ours.block_shapes
+                ]
+                assert got.tolist() == listed
         area_sets = _area_sets(part, homes, cascade)
         for out_area in sorted({cascade, *homes[part.output.id]}):
             costs = ctx._vela_costs(part, configs, modes, out_area, area_sets)
@@ -591,7 +590,7 @@ def test_vela_costs_a_later_run_remembers_are_those_computed_afresh():
     alone_ctx = PlanContext(alone.graph, alone.regions, alone.home_map, alone.options)
     checked = 0
     for part, fresh in zip(warm.graph.parts, alone.graph.parts, strict=True):
-        if not hasattr(part, "command_bound_batch"):
+        if not isinstance(part, EthosuPart):
             continue
         configs = _stripe_configs(part, warm.options)[::4]
         modes = [(RECOMPUTE, ROLLING)[i % 2] for i in range(len(configs))]
