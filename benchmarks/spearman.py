@@ -71,7 +71,7 @@ def _memory(config: tuple[str, str, str], pool: int) -> SystemMemory:
 
 def _options(memory: SystemMemory, striping: bool, cost_model: str) -> CascaderOptions:
     return CascaderOptions(
-        cascade_region=memory.roles["cascade"], enable_striping=striping, cost_model=cost_model
+        cascade_region=memory.cascade_area, enable_striping=striping, cost_model=cost_model
     )
 
 

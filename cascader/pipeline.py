@@ -81,7 +81,7 @@ class Session:
     def _options(self, config: PointConfig, memory: SystemMemory) -> CascaderOptions | None:
         if config.options is None:
             return None
-        return replace(config.options, cascade_region=memory.roles["cascade"])
+        return replace(config.options, cascade_region=memory.cascade_area)
 
     def schedule(self, config: PointConfig, feature_maps: str = "io") -> Point:
         """The point's stripe schedule (see `PointScheduler.schedule_point`)."""
@@ -119,7 +119,7 @@ class Session:
         point = compiled = scored = chosen = key = None
         if options is not None:
             chosen, key = self.scheduler.chosen(memory, options, config.proposal_region_bytes)
-            content = self.scheduler.schedule_key(memory, chosen, chosen.chosen_index, key)
+            content = self.scheduler.schedule_key(memory, chosen, key)
         else:
             content = self.scheduler.layer_key(memory, buffer_weights=config.buffer_weights)
         if not command_streams:

@@ -87,21 +87,21 @@ def build_files(
         "regions": {
             "0": {
                 "role": "constants",
-                "area": memory.roles["constants"],
+                "area": memory.constants_area,
                 "file": "constants.bin",
                 "bytes": len(compiled.constants),
             },
-            "1": {"role": "arena", "area": memory.roles["io"], "bytes": schedule.arena_bytes},
+            "1": {"role": "arena", "area": memory.io_area, "bytes": schedule.arena_bytes},
         },
         "scratch_bytes": schedule.scratch_bytes,
         "functions": functions,
         "io": _io_json(schedule),
         "estimate": estimate.to_json(),
     }
-    if memory.roles["cascade"] != memory.roles["io"]:
+    if memory.cascade_area != memory.io_area:
         manifest["regions"]["2"] = {
             "role": "fast_scratch",
-            "area": memory.roles["cascade"],
+            "area": memory.cascade_area,
             "bytes": schedule.scratch_bytes,
         }
     files["manifest.json"] = (json.dumps(manifest, indent=1) + "\n").encode()

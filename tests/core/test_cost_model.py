@@ -344,7 +344,7 @@ def test_vela_cost_ranks_proposals_as_the_evaluator_does():
     for pool in (64 << 10, 256 << 10, 2 << 20):
         memory = system_memory(*system, pool)
         for striping in (True, False):
-            options = CascaderOptions(cascade_region=memory.roles["cascade"],
+            options = CascaderOptions(cascade_region=memory.cascade_area,
                                       enable_striping=striping, cost_model="vela")  # fmt: skip
             for proposal in front.scheduler.proposals(memory, options, pool).proposals:
                 found.setdefault((proposal.memory_usage, proposal.cycles), proposal)

@@ -38,7 +38,7 @@ def _smallest_schedule(model: bytes, options: CascaderOptions):
     budget gets."""
     front = front_half(model, U55[0])
     memory = system_memory(*U55, REGION)
-    options = replace(options, cascade_region=memory.roles["cascade"])
+    options = replace(options, cascade_region=memory.cascade_area)
     smallest = front.scheduler.proposals(memory, options, REGION).proposals[0]
     size = encoded_size(U55[0], front.network.ops)
     return smallest, proposal_schedule(front.network, smallest, memory, size, check=False)
@@ -99,7 +99,7 @@ def test_a_pool_gets_a_proposal_whose_schedule_really_fits(mobilenet: bytes) -> 
     pool = 256 * 1024
     memory = system_memory(*U55, pool)
     front = front_half(mobilenet, U55[0])
-    cascaded = replace(options, cascade_region=memory.roles["cascade"])
+    cascaded = replace(options, cascade_region=memory.cascade_area)
     generated = front.scheduler.proposals(memory, cascaded, REGION)
     own = generated.proposals[choose_proposal(generated.proposals, pool)]
     assert own.memory_usage < pool

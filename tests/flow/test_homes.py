@@ -24,7 +24,7 @@ def test_every_proposal_homes_each_feature_map_once(cost_model: str) -> None:
     for pool in (16 << 10, 64 << 10, 256 << 10):
         memory = system_memory(*U65, pool)
         options = CascaderOptions(
-            cascade_region=memory.roles["cascade"], enable_striping=True, cost_model=cost_model
+            cascade_region=memory.cascade_area, enable_striping=True, cost_model=cost_model
         )
         for proposal in front.scheduler.proposals(memory, options, pool).proposals:
             agreed: dict[int, str] = {}

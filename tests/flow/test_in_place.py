@@ -20,6 +20,7 @@ from cascader.frontend.tflite_import import load_tflite
 from cascader.ir.schedule import Schedule, Stripe
 from cascader.pipeline import Front
 from cascader.reference.striped import StripedExecutor
+from cascader.schedule.point import ProposalKey
 from cascader.testing.networks import CATALOGUE
 from cascader.testing.shared import shared_dir
 from cascader.verify.litert import random_inputs
@@ -97,7 +98,7 @@ def _needs(front: Front, options: CascaderOptions) -> list[tuple[int, int]]:
     base = scheduler.cascade_key(memory, options, KIB * KIB)
     with contextlib.redirect_stdout(io.StringIO()):  # Vela's allocator warnings
         return [
-            (p.memory_usage, scheduler.need(memory, generated, (*base, index)))
+            (p.memory_usage, scheduler.need(memory, generated, ProposalKey(base, index)))
             for index, p in enumerate(generated.proposals)
         ]
 

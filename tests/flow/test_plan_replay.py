@@ -42,7 +42,7 @@ def _forget(net) -> None:
 def _cascade(system: tuple[str, str, str]):
     front = front_half(load_tflite(EXAMPLE), system[0])
     memory = system_memory(*system, REGION)
-    options = CascaderOptions(enable_striping=True, cascade_region=memory.roles["cascade"])
+    options = CascaderOptions(enable_striping=True, cascade_region=memory.cascade_area)
     result = front.scheduler.proposals(memory, options, REGION)
     return front.network, memory, result.proposals
 
@@ -107,7 +107,7 @@ def test_plans_of_another_cascader_run_replay_as_built_afresh() -> None:
     front = front_half(load_tflite(EXAMPLE), SYSTEMS[0][0])
     net, memory = front.network, system_memory(*SYSTEMS[0], REGION)
     sizes = encoded_size(memory.accelerator, net.ops)
-    options = CascaderOptions(enable_striping=True, cascade_region=memory.roles["cascade"])
+    options = CascaderOptions(enable_striping=True, cascade_region=memory.cascade_area)
     runs = [
         front.scheduler.proposals(memory, replace(options, stripe_factors=k), REGION).proposals
         for k in (3, 4)

@@ -389,14 +389,14 @@ def test_layer_by_layer_buffers_weights_where_vela_does(system) -> None:
     weighted = {s.part for s in schedule.steps if isinstance(s, Stripe) and s.channels}
     fully_connected = {p for p in weighted if ops[p].kind == "fully_connected"}
     assert fully_connected and not copied & fully_connected
-    if memory.roles["constants"] == memory.roles["cascade"]:
+    if memory.constants_area == memory.cascade_area:
         assert not copied
     else:
         assert copied == weighted - fully_connected
     scheduled = generate(schedule, system[0], command_streams=False).scheduled_ops
     for op in scheduled:
         if op.const_area is not None and op.weight_source_area is None:
-            assert op.const_area == memory.roles["constants"]
+            assert op.const_area == memory.constants_area
 
 
 def test_layer_by_layer_reads_weights_in_place_when_they_do_not_fit() -> None:
