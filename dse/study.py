@@ -479,7 +479,7 @@ _OPENED: list[str] = []  # their URLs, latest last
 
 def close_storages() -> None:
     """Close the pooled database connections of every storage this process opened. A process
-    that skips the collector at exit (`dse.collector.before_exit`) must: a SQLite connection
+    that skips the collector at exit (`dse.gc_policy.before_exit`) must: a SQLite connection
     left open keeps the latest commits in the write-ahead log beside the study file."""
     for ref in _ENGINES:
         engine = ref()

@@ -25,7 +25,7 @@ LAYERS = (
     "cascader.schedule",
     "cascader.frontend",
     "cascader.lowering",
-    "cascader.point",
+    "cascader.estimate",
     "cascader.pipeline",
     "cascader.verify",
     "cascader.artifact",
@@ -48,7 +48,7 @@ NO_TVM = (
     "cascader.simulator",
     "cascader.ethosu",
     "cascader.schedule",
-    "cascader.point",
+    "cascader.estimate",
 )
 
 

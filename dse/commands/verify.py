@@ -13,11 +13,11 @@ import json
 import sys
 
 from cascader.artifact.run import firmware_runner
+from cascader.estimate import PointConfig
 from cascader.pipeline import Session
-from cascader.point import PointConfig
 from cascader.reference.run import ReferenceError
 from cascader.reference.striped import StripeError
-from cascader.verify.point import Verification, verify_point
+from cascader.verify.point_check import Verification, verify_point
 from dse.commands.estimate import scored_point
 from dse.config import load_config, point_args
 from dse.constant_outputs import warn_constant
