@@ -28,6 +28,7 @@ from cascader.schedule.weight_buffering import buffer_bytes, even_slices, weight
 __all__ = ["OpAreas", "PlacedPlan", "WeightPlacement"]
 
 SizeArgs = tuple[int, int, int, int]  # (part, lo, hi, block depth), as `EncodedSize` takes them
+_FLASH = ("offchip_flash", "onchip_flash")
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class WeightPlacement:
         return PlacedPlan(self.weights_in_place(self.double_buffered(plan)), dict(self.sizes_read))
 
     def _encoded_size(self, pid: int, lo: int, hi: int, block_depth: int) -> int:
-        size = self.sizes_read[pid, lo, hi, block_depth] = self._sizes(pid, lo, hi, block_depth)
+        self.sizes_read[pid, lo, hi, block_depth] = size = self._sizes(pid, lo, hi, block_depth)
         return size
 
     def double_buffered(self, plan: Plan) -> Plan:
@@ -117,10 +118,7 @@ class WeightPlacement:
         model, and 2,611 once read in place)."""
         pid = plan.output_part
         op = self.net.ops[pid]
-        if tuple(plan.output_stripe[:3]) != tuple(op.ofm.shape[:3]) or self.constants not in (
-            "offchip_flash",
-            "onchip_flash",
-        ):
+        if tuple(plan.output_stripe[:3]) != tuple(op.ofm.shape[:3]) or self.constants not in _FLASH:
             return plan
         placements = dict(plan.placements)
         for (part, slot), place in plan.placements.items():
@@ -201,7 +199,7 @@ class WeightPlacement:
         """Vela's cycles of the op of a plan striped at most in depth reading its weights and
         scale-bias in place, stripe by stripe: the longer of its compute and the read. Vela's
         model fetches a convolution's weights once per OFM block of a stripe, whole blocks
-        deep, so the block it gets (the fastest for its largest stripe, as `_choose_blocks`
+        deep, so the block it gets (the fastest for its largest stripe, as `Builder._choose_blocks`
         picks) must cover the whole height and width (else infinity: refetched weights cost
         more than any copy saves), and each stripe reads as many channels as its blocks are
         deep."""
