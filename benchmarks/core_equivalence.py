@@ -85,14 +85,14 @@ def _flow_document(name: str):
     from cascader.ethosu.graph import graph_document
     from cascader.ethosu.memory import system_memory
     from cascader.frontend.tflite_import import load_tflite
-    from cascader.pipeline import load_front
+    from cascader.pipeline import prepare_model
 
     model, (accelerator, system, mode), options = CASES[name]
     path = shared_dir() / "models" / f"{model}.tflite"
-    front = load_front(load_tflite(str(path)), accelerator)
+    prepared = prepare_model(load_tflite(str(path)), accelerator)
     memory = system_memory(accelerator, system, mode, POOL)
     return graph_document(
-        front.network.graph, memory, CascaderOptions(enable_striping=True, **options)
+        prepared.network.graph, memory, CascaderOptions(enable_striping=True, **options)
     )
 
 

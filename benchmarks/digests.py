@@ -67,8 +67,8 @@ def _golden_cases() -> Iterator[tuple[str, Callable[[], dict]]]:
 
 def _model_cases() -> Iterator[tuple[str, Callable[[], dict]]]:
     from cascader.artifact.build import build_files
+    from cascader.estimate import Device, PointConfig
     from cascader.pipeline import Session
-    from cascader.point import Device, PointConfig
 
     shared = shared_dir()
     models = sorted((shared / "models").glob("*.tflite")) if shared else []

@@ -33,7 +33,7 @@ from cascader.ethosu.vela_schedule import VelaSchedule, vela_scheduled_ops
 from cascader.ethosu.weights import encoded_size
 from cascader.frontend.tflite_import import load_tflite
 from cascader.ir.errors import ScheduleError
-from cascader.pipeline import Front, load_front
+from cascader.pipeline import PreparedModel, prepare_model
 from cascader.schedule.policies import layer_by_layer_schedule, proposal_schedule
 
 CONFIGS = {
@@ -47,12 +47,15 @@ ALL_IN_SRAM = 16 << 20  # a pool every shared model's layer-by-layer schedule fi
 POOLS = (64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20)
 
 
-def layer_by_layer(front: Front, accelerator: str, system: str, mode: str) -> PerfReport:
+def layer_by_layer(prepared: PreparedModel, accelerator: str, system: str, mode: str) -> PerfReport:
     """Our copy-constants schedule with every intermediate feature map in SRAM (graph inputs
     and outputs stay in the arena, in DRAM on a Dedicated_Sram system, as Vela keeps them)."""
     memory = system_memory(accelerator, system, mode, ALL_IN_SRAM)
     schedule = layer_by_layer_schedule(
-        front.network, memory, encoded_size(accelerator, front.network.ops), feature_maps="cascade"
+        prepared.network,
+        memory,
+        encoded_size(accelerator, prepared.network.ops),
+        feature_maps="cascade",
     )
     return evaluate(generate(schedule, accelerator, command_streams=False).scheduled_ops, memory)
 
@@ -98,7 +101,7 @@ def _spread(values: list[float]) -> float:
     return max(values) / min(values) - 1 if values and min(values) > 0 else float("nan")
 
 
-def proposal_correlation(front: Front, accelerator: str, system: str, mode: str,
+def proposal_correlation(prepared: PreparedModel, accelerator: str, system: str, mode: str,
                          samples: int) -> Correlation:  # fmt: skip
     """Spearman's rho between the cascader's cycles and the evaluator's for the scheduled
     proposal, over the distinct proposals of cascader runs at several pool sizes, striping on
@@ -110,7 +113,7 @@ def proposal_correlation(front: Front, accelerator: str, system: str, mode: str,
         for striping in (True, False):
             try:
                 options = CascaderOptions(enable_striping=striping)
-                point = front.scheduler.schedule_point(memory, options)
+                point = prepared.scheduler.schedule_point(memory, options)
             except ScheduleError:
                 continue
             for proposal in point.cascade.proposals:
@@ -119,10 +122,10 @@ def proposal_correlation(front: Front, accelerator: str, system: str, mode: str,
     if len(ranked) > samples:
         ranked = [ranked[round(i * (len(ranked) - 1) / (samples - 1))] for i in range(samples)]
     memory = system_memory(accelerator, system, mode, POOLS[-1])
-    sizer = encoded_size(accelerator, front.network.ops)
+    sizer = encoded_size(accelerator, prepared.network.ops)
     ours, theirs = [], []
     for proposal in ranked:
-        schedule = proposal_schedule(front.network, proposal, memory, sizer, check=False)
+        schedule = proposal_schedule(prepared.network, proposal, memory, sizer, check=False)
         compiled = generate(schedule, accelerator, command_streams=False)
         ours.append(evaluate(compiled.scheduled_ops, memory).total_cycles)
         theirs.append(proposal.cycles)
@@ -147,8 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         model = load_tflite(path)
         for label, config in CONFIGS.items():
             start = time.perf_counter()
-            front = load_front(model, config[0])
-            report = layer_by_layer(front, *config)
+            prepared = prepare_model(model, config[0])
+            report = layer_by_layer(prepared, *config)
             try:
                 vela = vela_scheduled_ops(path, *config)
             except VelaError as exc:
@@ -161,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{ratio:.3f} ({report.total_cycles / 1e3:.0f}k / "
                 f"{vela.vela.cycles_total / 1e3:.0f}k; {within}/{len(pairs)})"
             )
-            rhos[path.stem, label] = str(proposal_correlation(front, *config, args.samples))
+            rhos[path.stem, label] = str(proposal_correlation(prepared, *config, args.samples))
             print(f"{path.stem} {label}: {totals[path.stem, label]}, rho {rhos[path.stem, label]}"
                   f" [{time.perf_counter() - start:.0f} s]", file=sys.stderr)  # fmt: skip
             if args.top:

@@ -25,10 +25,10 @@ from simulator_vs_vela import probe_model  # noqa: E402
 
 from cascader.artifact.run import firmware_runner  # noqa: E402
 from cascader.core.options import CascaderOptions  # noqa: E402
+from cascader.estimate import Device, PointConfig  # noqa: E402
 from cascader.pipeline import Session  # noqa: E402
-from cascader.point import Device, PointConfig  # noqa: E402
 from cascader.testing.shared import shared_dir  # noqa: E402
-from cascader.verify.point import verify_point  # noqa: E402
+from cascader.verify.point_check import verify_point  # noqa: E402
 
 DEVICES = {
     "ethos-u55-256": Device("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram"),
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         "command streams - integer reference| (0: bit-exact); *sched vs ref* = the stripe "
         "schedule on the reference; *ref vs LiteRT* = the reference vs LiteRT, with the "
         "*kernels* named (its reference kernels where they run the model, else its built-in "
-        "ones: `cascader.verify.point`); *exact* = share of output elements the command "
+        "ones: `cascader.verify.point_check`); *exact* = share of output elements the command "
         "streams get exactly; "
         "*findings* = simulator findings (uninitialised reads, out-of-region accesses, "
         "hazards, unsupported commands); *s* = seconds for the row.",

@@ -32,7 +32,7 @@ from cascader.ethosu.perf import evaluate
 from cascader.ethosu.weights import encoded_size
 from cascader.frontend.tflite_import import load_tflite
 from cascader.ir.errors import ScheduleError
-from cascader.pipeline import Front, load_front
+from cascader.pipeline import PreparedModel, prepare_model
 from cascader.schedule.policies import proposal_schedule
 
 CONFIGS = {
@@ -71,22 +71,26 @@ def _memory(config: tuple[str, str, str], pool: int) -> SystemMemory:
 
 def _options(memory: SystemMemory, striping: bool, cost_model: str) -> CascaderOptions:
     return CascaderOptions(
-        cascade_region=memory.roles["cascade"], enable_striping=striping, cost_model=cost_model
+        cascade_region=memory.cascade_area, enable_striping=striping, cost_model=cost_model
     )
 
 
-def evaluated_cycles(front: Front, proposal: Proposal, memory: SystemMemory) -> float:
+def evaluated_cycles(prepared: PreparedModel, proposal: Proposal, memory: SystemMemory) -> float:
     """The evaluator's total cycles of a proposal's stripe schedule."""
     accelerator = memory.accelerator
     schedule = proposal_schedule(
-        front.network, proposal, memory, encoded_size(accelerator, front.network.ops), check=False
+        prepared.network,
+        proposal,
+        memory,
+        encoded_size(accelerator, prepared.network.ops),
+        check=False,
     )
     compiled = generate(schedule, accelerator, command_streams=False)
     return evaluate(compiled.scheduled_ops, memory).total_cycles
 
 
 def proposal_pairs(
-    front: Front, config: tuple[str, str, str], cost_model: str, samples: int
+    prepared: PreparedModel, config: tuple[str, str, str], cost_model: str, samples: int
 ) -> Pairs:
     """(cascader, evaluator) cycles over the sampled distinct proposals of every pool."""
     found: dict[tuple[int, int], Proposal] = {}
@@ -95,7 +99,7 @@ def proposal_pairs(
         for striping in (True, False):
             try:
                 options = _options(memory, striping, cost_model)
-                result = front.scheduler.proposals(memory, options, pool)
+                result = prepared.scheduler.proposals(memory, options, pool)
             except ScheduleError:
                 continue
             for proposal in result.proposals:
@@ -104,10 +108,14 @@ def proposal_pairs(
     if len(ranked) > samples:
         ranked = [ranked[round(i * (len(ranked) - 1) / (samples - 1))] for i in range(samples)]
     memory = _memory(config, POOLS[-1])
-    return Pairs([p.cycles for p in ranked], [evaluated_cycles(front, p, memory) for p in ranked])
+    return Pairs(
+        [p.cycles for p in ranked], [evaluated_cycles(prepared, p, memory) for p in ranked]
+    )
 
 
-def chosen_cycles(front: Front, config: tuple[str, str, str], cost_model: str) -> list[str]:
+def chosen_cycles(
+    prepared: PreparedModel, config: tuple[str, str, str], cost_model: str
+) -> list[str]:
     """Per pool of CHOICE_POOLS (striping on): the evaluator's cycles of the chosen
     proposal's schedule and the SRAM it uses ("over" when that exceeds the pool), or "-"
     when no schedule was made."""
@@ -115,7 +123,7 @@ def chosen_cycles(front: Front, config: tuple[str, str, str], cost_model: str) -
     for pool in CHOICE_POOLS:
         memory = _memory(config, pool)
         try:
-            point = front.scheduler.schedule_point(memory, _options(memory, True, cost_model))
+            point = prepared.scheduler.schedule_point(memory, _options(memory, True, cost_model))
         except ScheduleError:
             cells.append("-")
             continue
@@ -147,13 +155,13 @@ def main(argv: list[str] | None = None) -> int:
         for label in args.configs:
             config = CONFIGS[label]
             start = time.perf_counter()
-            front = load_front(model, config[0])
-            pairs = proposal_pairs(front, config, args.cost_model, args.samples)
+            prepared = prepare_model(model, config[0])
+            pairs = proposal_pairs(prepared, config, args.cost_model, args.samples)
             cells[path.stem, label] = str(pairs)
             dump[f"{path.stem} {label}"] = {"cascader": pairs.cascader,
                                             "evaluator": pairs.evaluator}  # fmt: skip
             if args.choices:
-                row = chosen_cycles(front, config, args.cost_model)
+                row = chosen_cycles(prepared, config, args.cost_model)
                 choices.append(f"| {path.stem} | {label} | " + " | ".join(row) + " |")
             print(f"{path.stem} {label}: {pairs} [{time.perf_counter() - start:.0f} s]",
                   file=sys.stderr)  # fmt: skip

@@ -37,11 +37,11 @@ from pathlib import Path
 
 from shared_models import add_model_arguments, model_paths
 
-from cascader.artifact.vela_tflite import model_for_firmware
+from cascader.artifact.firmware_tflite import model_for_firmware
+from cascader.estimate import Device, PointConfig
 from cascader.ethosu.defaults import POINT_OPTIONS
 from cascader.ethosu.vela_arch import DEFAULT_VELA_INI
 from cascader.pipeline import Session
-from cascader.point import Device, PointConfig
 from cascader.testing.networks import CATALOGUE, COMPOSITIONS
 from cascader.timing import TimedStream, time_model
 

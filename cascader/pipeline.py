@@ -16,27 +16,27 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
-from cascader.core.collector import collector_paused
+from cascader.core.gc_pause import collector_paused
 from cascader.core.lru import LruCache
 from cascader.core.options import CascaderOptions
+from cascader.estimate import Device, Estimate, PointConfig
 from cascader.ethosu.codegen import Compiled, generate, scored_ops
 from cascader.ethosu.memory import SystemMemory
 from cascader.ethosu.perf import evaluate
 from cascader.frontend.passes import FrontHalf, front_half
 from cascader.frontend.tflite_import import load_tflite
 from cascader.ir.origins import TfliteOrigin
-from cascader.point import Device, Estimate, PointConfig
 from cascader.schedule.network import Network, network
-from cascader.schedule.point import Point, PointScheduler
+from cascader.schedule.point_scheduler import Point, PointScheduler
 
-__all__ = ["Front", "Session", "load_front"]
+__all__ = ["PreparedModel", "Session", "prepare_model"]
 
 
 @dataclass(frozen=True)
-class Front:
-    """A model after the front half: its NPU network, the operators left on the host, the
-    TFLite operator each NPU op stands for, and the scheduler of its points (which keeps
-    what they share)."""
+class PreparedModel:
+    """A model prepared for scoring its points (the front half, then its network): its NPU
+    network, the operators left on the host, the TFLite operator each NPU op stands for,
+    and the scheduler of its points (which keeps what they share)."""
 
     sha256: str
     network: Network
@@ -48,31 +48,31 @@ class Front:
         return PointScheduler(self.network)
 
 
-def load_front(model: bytes, accelerator: str, half: FrontHalf | None = None) -> Front:
+def prepare_model(model: bytes, accelerator: str, half: FrontHalf | None = None) -> PreparedModel:
     """Import, partition and legalize `model` and build its cascader graph for `accelerator`.
     `half`: the model's `front_half` when the caller has it (it does not depend on the
     accelerator, and building the graph leaves it as it was)."""
     half = front_half(model) if half is None else half
     sha = hashlib.sha256(model).hexdigest()
     net = network(list(half.functions), accelerator, half.ties)
-    return Front(sha, net, half.host_ops, half.origins)
+    return PreparedModel(sha, net, half.host_ops, half.origins)
 
 
 class Session:
     """One model on one device. The front half runs once, when the session is made (bad
     input fails there: ModelError, LegalizeError, DeviceConfigError); points are scheduled,
-    scored and compiled from it. `front` may be given when the caller already has it."""
+    scored and compiled from it. `prepared` may be given when the caller already has it."""
 
     def __init__(
-        self, model: str | Path | bytes, device: Device, front: Front | None = None
+        self, model: str | Path | bytes, device: Device, prepared: PreparedModel | None = None
     ) -> None:
         if isinstance(model, bytes | bytearray):
             self.model_bytes, self.model_name = bytes(model), "model.tflite"
         else:
             self.model_bytes, self.model_name = load_tflite(model), Path(model).name
         self.device = device
-        self.front = front or load_front(self.model_bytes, device.accelerator)
-        self.scheduler = self.front.scheduler
+        self.prepared = prepared or prepare_model(self.model_bytes, device.accelerator)
+        self.scheduler = self.prepared.scheduler
         # A schedule's (SRAM bytes, PerfReport) by its `ScheduleKey`: many pools choose the
         # same proposal, option sets make the same plans, and scoring is most of a point's
         # time.
@@ -81,7 +81,7 @@ class Session:
     def _options(self, config: PointConfig, memory: SystemMemory) -> CascaderOptions | None:
         if config.options is None:
             return None
-        return replace(config.options, cascade_region=memory.roles["cascade"])
+        return replace(config.options, cascade_region=memory.cascade_area)
 
     def schedule(self, config: PointConfig, feature_maps: str = "io") -> Point:
         """The point's stripe schedule (see `PointScheduler.schedule_point`)."""
@@ -119,7 +119,7 @@ class Session:
         point = compiled = scored = chosen = key = None
         if options is not None:
             chosen, key = self.scheduler.chosen(memory, options, config.proposal_region_bytes)
-            content = self.scheduler.schedule_key(memory, chosen, chosen.chosen_index, key)
+            content = self.scheduler.schedule_key(memory, chosen, key)
         else:
             content = self.scheduler.layer_key(memory, buffer_weights=config.buffer_weights)
         if not command_streams:
@@ -140,8 +140,10 @@ class Session:
             scored = (point.schedule.sram_bytes, evaluate(ops, memory))
             self.scores.keep(content, scored)
         sram_used, report = scored
-        model = (self.model_name, self.front.sha256, self.front.host_ops)
-        estimate = Estimate.of_report(model, memory, options, sram_used, report, self.front.origins)
+        model = (self.model_name, self.prepared.sha256, self.prepared.host_ops)
+        estimate = Estimate.of_report(
+            model, memory, options, sram_used, report, self.prepared.origins
+        )
         if chosen is not None:
             estimate = replace(
                 estimate, proposals=len(chosen.proposals), chosen_index=chosen.chosen_index

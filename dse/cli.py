@@ -22,10 +22,10 @@ from cascader.ethosu.defaults import (
 )
 from cascader.ethosu.errors import DeviceConfigError
 from cascader.frontend.errors import ModelError
-from dse.collector import before_exit
 from dse.config_schema import MAX_SEED, OPTION_RANGES
 from dse.defaults import DEFAULT_OBJECTIVES, SRAM_MAX, SRAM_MIN
 from dse.errors import EXIT_BAD_INPUT, DseError
+from dse.gc_policy import before_exit
 from dse.sizes import format_size, parse_size
 
 # Library errors that describe the user's input (a model, graph or device name): exit 2.
@@ -568,7 +568,7 @@ def _storage_failure(err: Exception) -> DseError | None:
 
 
 def script() -> int:
-    """The `dse` command: `main`, then a quick way out (`dse.collector.before_exit`)."""
+    """The `dse` command: `main`, then a quick way out (`dse.gc_policy.before_exit`)."""
     code = main()
     before_exit()
     return code

@@ -23,7 +23,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from dse.cache_stats import record
-from dse.collector import collected_between_evaluations
+from dse.gc_policy import collected_between_evaluations
 from dse.objective import TrialRecorder
 from dse.refine import with_front_steps
 from dse.scoring_pool import ScoringPool
@@ -89,7 +89,7 @@ def run_studies(
     pick: Pick = first_open,
 ) -> None:
     """Run every issued trial of `runs`, scored by `pool`, with the collector run between
-    evaluations (dse.collector); each study's cache counts are stored with it at the end."""
+    evaluations (dse.gc_policy); each study's cache counts are stored with it at the end."""
     with collected_between_evaluations():
         _run(runs, pool, on_done, pick)
     for run in runs:

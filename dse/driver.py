@@ -8,8 +8,8 @@ from dataclasses import replace
 import optuna
 from tqdm import tqdm
 
+from cascader.estimate import Estimate
 from cascader.ir.units import align
-from cascader.point import Estimate
 from dse.coordinator import StudyRun, run_studies, study_run
 from dse.front import front_progress, pareto_front
 from dse.scoring_pool import ScoringPool

@@ -9,7 +9,7 @@ import io
 from pathlib import Path
 
 from cascader.core.lru import LruCache
-from cascader.point import Estimate
+from cascader.estimate import Estimate
 from dse.cache_stats import CacheCounter
 from dse.errors import BadInput
 from dse.graph_evaluator import graph_evaluator
@@ -48,11 +48,11 @@ class ModelEvaluator(MemoizedEvaluator):
 
     def __init__(self, settings: StudySettings, path: Path) -> None:
         super().__init__()
+        from cascader.estimate import Device
         from cascader.frontend.legalize import LegalizeError
         from cascader.frontend.passes import front_half
         from cascader.frontend.tflite_import import load_tflite
-        from cascader.pipeline import Session, load_front
-        from cascader.point import Device
+        from cascader.pipeline import Session, prepare_model
 
         self.settings = settings
         self.path = path
@@ -67,11 +67,11 @@ class ModelEvaluator(MemoizedEvaluator):
             if half is None:
                 half = front_half(model)
                 _FRONT_HALVES.keep(sha, half)
-            front = load_front(model, settings.accelerator, half)
-            self.session = Session(path, device, front)
+            prepared = prepare_model(model, settings.accelerator, half)
+            self.session = Session(path, device, prepared)
         except LegalizeError as error:
             raise BadInput(f"{path}: {error}") from None
-        if not self.session.front.network.graph.parts:
+        if not self.session.prepared.network.graph.parts:
             raise BadInput(f"{path}: no operator runs on the NPU, so there is nothing to explore")
 
     @property

@@ -13,8 +13,8 @@ from cascader.core.cascade import CascadeResult, cascade
 from cascader.core.graph_json import GraphDocument
 from cascader.core.lru import LruCache
 from cascader.core.options import CascaderOptions
+from cascader.estimate import Estimate
 from cascader.ethosu.graph_json import load_graph
-from cascader.point import Estimate
 from dse.cache_stats import CacheCounter
 from dse.errors import BadInput
 from dse.space import DesignPoint

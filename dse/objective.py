@@ -10,7 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 import optuna
 
-from cascader.point import Estimate
+from cascader.estimate import Estimate
 from dse.cache_stats import CacheCounter
 from dse.space import DesignPoint, SearchSpace
 from dse.study import StudySettings

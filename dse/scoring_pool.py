@@ -19,9 +19,9 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ProcessPoolExecutor, wait
 from typing import NamedTuple
 
-from cascader.point import Estimate
+from cascader.estimate import Estimate
 from dse.cache_stats import CacheCounter
-from dse.collector import after_evaluation, before_exit, collected_between_evaluations
+from dse.gc_policy import after_evaluation, before_exit, collected_between_evaluations
 from dse.objective import Evaluator
 from dse.space import DesignPoint
 from dse.study import StudySettings
@@ -48,7 +48,7 @@ class Scored(NamedTuple):
 def _start_worker(make_evaluator: Callable[[StudySettings], Evaluator]) -> None:
     """Ctrl-C reaches every process of the terminal; the sweep's process handles it and ends
     the pool, so a worker ignores it rather than print a traceback of its own. The worker
-    collects garbage between evaluations as a sweep's process does (dse.collector), until
+    collects garbage between evaluations as a sweep's process does (dse.gc_policy), until
     it leaves."""
     global _MAKE
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -9,10 +9,10 @@ from dataclasses import asdict, dataclass, replace
 import optuna
 
 from cascader.core.options import COST_MODELS
+from cascader.estimate import PointConfig
 from cascader.ethosu.defaults import POINT_OPTIONS
 from cascader.ethosu.vela_compiler import ALLOCATORS, FEATURES, OPTIMISE, VelaOptions
 from cascader.ir.units import ALIGN
-from cascader.point import PointConfig
 from dse.errors import BadInput
 from dse.sizes import format_size
 

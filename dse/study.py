@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import json
 import os
+import threading
 import warnings
 import weakref
 from collections.abc import Callable, Collection, Container, Iterator, Sequence
@@ -158,18 +159,35 @@ class TicketStorage(RDBStorage):
 
     `Study.ask` creates a fresh trial when the queue looks empty, so workers racing for the last
     issued trial would overshoot the requested count. Refusing template-less creation makes a
-    study end with exactly the trials that were asked for. Optuna's storage cache calls
-    `_create_new_trial` directly, hence the override of that method (Optuna is pinned)."""
+    study end with exactly the trials that were asked for.
+
+    What it remembers, per study: copies of the waiting tickets (Optuna lets nobody write a
+    WAITING trial but its state) and of the trials this process claimed (a RUNNING trial is
+    written only by its owner, and every owner's write goes through here: a parameter or
+    attribute is written into the copy too, any other write forgets it). A copy is used only
+    while the database still gives the trial the state it had when read, so a ticket claimed
+    or finished by another process is read afresh. Each read hands out a copy of its own, as
+    Optuna's storage contract asks.
+
+    Thread safety (Optuna's contract: one storage may serve several threads, e.g. its heartbeat
+    thread): the remembered trials and claims are shared and change under one lock; a
+    `batched` block holds the writes of its own thread only.
+
+    Optuna-private names it relies on (Optuna is pinned; `tests/dse/test_ticket_storage.py`
+    pins each): the RDBStorage methods `_create_new_trial` and `_get_trials` (called by
+    Optuna's storage cache), `_set_trial_param` (called by the cache and by
+    `set_trial_param`), `_get_stale_trial_ids` (called by `fail_stale_trials`),
+    `_get_prepared_new_trial`, `_set_trial_param_without_commit`,
+    `_set_trial_attr_without_commit`; `optuna.storages._rdb.storage._create_scoped_session`
+    and the table models of `optuna.storages._rdb.models`; the storage cache's `_backend`
+    (`dse.tickets.ticket_storage`)."""
 
     def __init__(self, *args, **kwargs) -> None:
-        # Per study, trials whose stored contents change only along with their state: the
-        # waiting tickets (nobody writes one until it is claimed) and the trials this process
-        # claimed (only it writes them: a parameter or attribute written here is written into
-        # the copy too, any other write forgets the copy).
+        self._lock = threading.RLock()
         self._known: dict[int, dict[int, FrozenTrial]] = {}
         self._claimed: set[int] = set()
-        # Writes of the trial in `batched`, held for its one transaction.
-        self._batch: tuple[int, list[Callable[[Any], None]]] | None = None
+        # Per thread: the trial of its open `batched` block and the writes held for it.
+        self._batch = threading.local()
         super().__init__(*args, **kwargs)
 
     @contextlib.contextmanager
@@ -178,12 +196,12 @@ class TicketStorage(RDBStorage):
         one transaction at its end, as they would one by one (each read of the trial from
         this storage sees them at once, from its copy): a trial wrote a score of times, each
         its own transaction, which on a small model cost more than Vela compiling it."""
-        self._batch = (trial_id, [])
+        writes: list[Callable[[Any], None]] = []
+        self._batch.held = (trial_id, writes)
         try:
             yield
         finally:
-            _, writes = self._batch
-            self._batch = None
+            self._batch.held = None
             if writes:
                 with _create_scoped_session(self.scoped_session, True) as session:
                     for write in writes:
@@ -191,9 +209,10 @@ class TicketStorage(RDBStorage):
 
     def _held(self, trial_id: int, write: Callable[[Any], None]) -> bool:
         """Hold `write` (of a session) for the batch of `trial_id`; False when none is open."""
-        if self._batch is None or self._batch[0] != trial_id:
+        held = getattr(self._batch, "held", None)
+        if held is None or held[0] != trial_id:
             return False
-        self._batch[1].append(write)
+        held[1].append(write)
         return True
 
     def _create_new_trial(
@@ -228,7 +247,8 @@ class TicketStorage(RDBStorage):
             if claimed and self.get_heartbeat_interval() is not None:
                 session.add(rdb_models.TrialHeartbeatModel(trial_id=trial_id))
         if claimed:
-            self._claimed.add(trial_id)
+            with self._lock:
+                self._claimed.add(trial_id)
         return claimed
 
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:
@@ -322,23 +342,27 @@ class TicketStorage(RDBStorage):
             super()._set_trial_param(
                 trial_id, param_name, param_value_internal, distribution, previous_distribution
             )
-        trial = self._copy_of(trial_id)
-        if trial is not None:  # as a read gives it back: the distribution is stored as JSON
-            stored = json_to_distribution(distribution_to_json(distribution))
-            trial.params[param_name] = stored.to_external_repr(param_value_internal)
-            trial.distributions[param_name] = stored
+        # As a read gives it back: the distribution is stored as JSON.
+        stored = json_to_distribution(distribution_to_json(distribution))
+        with self._lock:
+            trial = self._copy_of(trial_id)
+            if trial is not None:
+                trial.params[param_name] = stored.to_external_repr(param_value_internal)
+                trial.distributions[param_name] = stored
 
     def set_trial_user_attr(self, trial_id: int, key: str, value: Any) -> None:
         self._set_attr(rdb_models.TrialUserAttributeModel, trial_id, key, value)
-        trial = self._copy_of(trial_id)
-        if trial is not None:  # stored as JSON, read back as JSON
-            trial.user_attrs[key] = json.loads(json.dumps(value))
+        with self._lock:
+            trial = self._copy_of(trial_id)
+            if trial is not None:  # stored as JSON, read back as JSON
+                trial.user_attrs[key] = json.loads(json.dumps(value))
 
     def set_trial_system_attr(self, trial_id: int, key: str, value: Any) -> None:
         self._set_attr(rdb_models.TrialSystemAttributeModel, trial_id, key, value)
-        trial = self._copy_of(trial_id)
-        if trial is not None:
-            trial.system_attrs[key] = json.loads(json.dumps(value))
+        with self._lock:
+            trial = self._copy_of(trial_id)
+            if trial is not None:
+                trial.system_attrs[key] = json.loads(json.dumps(value))
 
     def _set_attr(self, model: type, trial_id: int, key: str, value: Any) -> None:
         def write(session) -> None:
@@ -350,10 +374,10 @@ class TicketStorage(RDBStorage):
 
     def get_trial_system_attrs(self, trial_id: int) -> dict[str, Any]:
         """From the copy of a trial this process runs (`Trial.set_constraint` reads them)."""
-        found = self._copy_of(trial_id)
-        if found is None or found.state != TrialState.RUNNING:
+        found = self._running_copy(trial_id)
+        if found is None:
             return super().get_trial_system_attrs(trial_id)
-        return dict(found.system_attrs)
+        return found.system_attrs
 
     def set_trial_intermediate_value(self, trial_id: int, step: int, value: float) -> None:
         self._forget(trial_id)
@@ -362,12 +386,19 @@ class TicketStorage(RDBStorage):
     def get_trial(self, trial_id: int) -> FrozenTrial:
         """The trial this process runs comes from its copy once read (see `__init__`):
         Optuna reads it whole for its constraints and again to tell it, each a query."""
-        found = self._copy_of(trial_id)
-        if found is None or found.state != TrialState.RUNNING:
-            return super().get_trial(trial_id)
-        return _copied(found)
+        found = self._running_copy(trial_id)
+        return super().get_trial(trial_id) if found is None else found
+
+    def _running_copy(self, trial_id: int) -> FrozenTrial | None:
+        """A copy of the remembered trial when this process runs it, else None."""
+        with self._lock:
+            found = self._copy_of(trial_id)
+            if found is None or found.state != TrialState.RUNNING:
+                return None
+            return _copied(found)
 
     def _copy_of(self, trial_id: int) -> FrozenTrial | None:
+        """The remembered trial itself (the caller holds the lock)."""
         for known in self._known.values():
             found = known.get(trial_id)
             if found is not None:
@@ -375,8 +406,9 @@ class TicketStorage(RDBStorage):
         return None
 
     def _forget(self, trial_id: int) -> None:
-        for known in self._known.values():
-            known.pop(trial_id, None)
+        with self._lock:
+            for known in self._known.values():
+                known.pop(trial_id, None)
 
     def _get_trials(
         self,
@@ -389,7 +421,18 @@ class TicketStorage(RDBStorage):
         finished, read whole. With a hundred tickets issued a trial spent a third of a second
         re-reading them, and its own trial, at every suggestion. One query for the states of
         the asked trials instead; a trial read before whose state is unchanged (see
-        `__init__`) comes from memory, the rest are read."""
+        the class) comes from memory, the rest are read. Under the lock throughout, so the
+        states compared are the copies handed out."""
+        with self._lock:
+            return self._known_or_read(study_id, states, included_trial_ids, trial_id_greater_than)
+
+    def _known_or_read(
+        self,
+        study_id: int,
+        states: Container[TrialState] | None,
+        included_trial_ids: set[int],
+        trial_id_greater_than: int,
+    ) -> list[FrozenTrial]:
         known = self._known.setdefault(study_id, {})
         asked = {i for i in included_trial_ids if i <= trial_id_greater_than}
         if states is not None or not known or len(asked) > _MAX_IN_IDS:
@@ -417,13 +460,14 @@ class TicketStorage(RDBStorage):
     ) -> list[FrozenTrial]:
         """Trials read whole; those that change only with their state are remembered."""
         trials = super()._get_trials(study_id, states, included_trial_ids, trial_id_greater_than)
-        known = self._known.setdefault(study_id, {})
-        for trial in trials:
-            mine = trial.state == TrialState.RUNNING and trial._trial_id in self._claimed
-            if trial.state == TrialState.WAITING or mine:
-                known[trial._trial_id] = _copied(trial)
-            else:
-                known.pop(trial._trial_id, None)
+        with self._lock:
+            known = self._known.setdefault(study_id, {})
+            for trial in trials:
+                mine = trial.state == TrialState.RUNNING and trial._trial_id in self._claimed
+                if trial.state == TrialState.WAITING or mine:
+                    known[trial._trial_id] = _copied(trial)
+                else:
+                    known.pop(trial._trial_id, None)
         return trials
 
 
@@ -435,7 +479,7 @@ _OPENED: list[str] = []  # their URLs, latest last
 
 def close_storages() -> None:
     """Close the pooled database connections of every storage this process opened. A process
-    that skips the collector at exit (`dse.collector.before_exit`) must: a SQLite connection
+    that skips the collector at exit (`dse.gc_policy.before_exit`) must: a SQLite connection
     left open keeps the latest commits in the write-ahead log beside the study file."""
     for ref in _ENGINES:
         engine = ref()

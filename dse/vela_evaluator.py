@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cascader.estimate import Estimate, OpEstimate
 from cascader.ethosu.vela_arch import check_vela_system
 from cascader.ethosu.vela_compiler import VelaCompiled, VelaError, compile_model
 from cascader.frontend.tflite_check import ModelError, operator_origins, parse_tflite, read_model
-from cascader.point import Estimate, OpEstimate
 from dse.cache_stats import CacheCounter
 from dse.errors import BadInput
 from dse.objective import MemoizedEvaluator

@@ -14,10 +14,10 @@ from pathlib import Path
 from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
+from cascader.estimate import Estimate
 from cascader.ethosu.errors import DeviceConfigError
 from cascader.ethosu.vela_arch import check_vela_system
 from cascader.frontend.tflite_check import ModelError, parse_tflite, read_model
-from cascader.point import Estimate
 from dse.coordinator import StudyRun, run_studies, study_run
 from dse.database import shown_url
 from dse.driver import (

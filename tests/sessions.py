@@ -8,8 +8,8 @@ from pathlib import Path
 
 from cascader.artifact.build import write_build
 from cascader.core.options import CascaderOptions
-from cascader.pipeline import Front, Session, load_front
-from cascader.point import Device, Estimate, PointConfig
+from cascader.estimate import Device, Estimate, PointConfig
+from cascader.pipeline import PreparedModel, Session, prepare_model
 
 
 def _bytes(model: str | Path | bytes) -> bytes:
@@ -17,18 +17,19 @@ def _bytes(model: str | Path | bytes) -> bytes:
 
 
 @functools.lru_cache(maxsize=16)
-def _front(model: bytes, accelerator: str) -> Front:
-    return load_front(model, accelerator)
+def _prepared(model: bytes, accelerator: str) -> PreparedModel:
+    return prepare_model(model, accelerator)
 
 
-def front_half(model: str | Path | bytes, accelerator: str) -> Front:
-    """The model's front half for `accelerator`, built once per test process."""
-    return _front(_bytes(model), accelerator)
+def prepared_model(model: str | Path | bytes, accelerator: str) -> PreparedModel:
+    """The model prepared for `accelerator` (`cascader.pipeline.prepare_model`), built once
+    per test process."""
+    return _prepared(_bytes(model), accelerator)
 
 
 @functools.lru_cache(maxsize=16)
 def _session(model: bytes, name: str, device: Device) -> Session:
-    session = Session(model, device, front=_front(model, device.accelerator))
+    session = Session(model, device, prepared=_prepared(model, device.accelerator))
     session.model_name = name
     return session
 

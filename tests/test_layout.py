@@ -27,7 +27,7 @@ LAYERS = (
     "cascader.schedule",
     "cascader.frontend",
     "cascader.lowering",
-    "cascader.point",
+    "cascader.estimate",
     "cascader.pipeline",
     "cascader.verify",
     "cascader.artifact",
@@ -51,7 +51,7 @@ NO_TVM = (
     "cascader.ethosu",
     "cascader.timing",
     "cascader.schedule",
-    "cascader.point",
+    "cascader.estimate",
 )
 
 

@@ -8,11 +8,11 @@ import re
 import tempfile
 from pathlib import Path
 
-from cascader.artifact.vela_tflite import model_for_firmware
+from cascader.artifact.firmware_tflite import model_for_firmware
+from cascader.estimate import Estimate
 from cascader.ethosu.codegen import Compiled
 from cascader.ir.schedule import Schedule
-from cascader.point import Estimate
-from cascader.schedule.point import Point
+from cascader.schedule.point_scheduler import Point
 
 
 def write_build(
@@ -54,7 +54,7 @@ def build_files(
     model: bytes, stem: str, estimate: Estimate, point: Point, compiled: Compiled
 ) -> dict[str, bytes]:
     """The files of a compiled point by name: `<stem>_dse.tflite` (the model as the
-    firmware runs it, `vela_tflite`), and per NPU function i `npu<i>.cs` (register command
+    firmware runs it, `firmware_tflite`), and per NPU function i `npu<i>.cs` (register command
     stream words, little-endian) and `npu<i>.payload` (Vela's driver payload), plus
     `constants.bin` and `manifest.json` (regions, sizes, I/O addresses, the estimate), which
     lists them all (each function named `npu<i>` as its files, with its stripes and DMA
@@ -87,21 +87,21 @@ def build_files(
         "regions": {
             "0": {
                 "role": "constants",
-                "area": memory.roles["constants"],
+                "area": memory.constants_area,
                 "file": "constants.bin",
                 "bytes": len(compiled.constants),
             },
-            "1": {"role": "arena", "area": memory.roles["io"], "bytes": schedule.arena_bytes},
+            "1": {"role": "arena", "area": memory.io_area, "bytes": schedule.arena_bytes},
         },
         "scratch_bytes": schedule.scratch_bytes,
         "functions": functions,
         "io": _io_json(schedule),
         "estimate": estimate.to_json(),
     }
-    if memory.roles["cascade"] != memory.roles["io"]:
+    if memory.cascade_area != memory.io_area:
         manifest["regions"]["2"] = {
             "role": "fast_scratch",
-            "area": memory.roles["cascade"],
+            "area": memory.cascade_area,
             "bytes": schedule.scratch_bytes,
         }
     files["manifest.json"] = (json.dumps(manifest, indent=1) + "\n").encode()

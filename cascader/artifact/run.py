@@ -14,15 +14,15 @@ import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.interpreter import Interpreter
 
-from cascader.artifact.vela_tflite import model_for_firmware
+from cascader.artifact.firmware_tflite import model_for_firmware
+from cascader.estimate import PointConfig
 from cascader.pipeline import Session
-from cascader.point import PointConfig
 from cascader.simulator import FindingKind, SimulationError, VelaModel, run_vela_tflite
 from cascader.simulator.driver import driver_refusals
-from cascader.simulator.vela_tflite import OperatorInfo
+from cascader.simulator.tflite_runner import OperatorInfo
 from cascader.verify.boundaries import TfliteGraph
 from cascader.verify.litert import KERNELS, DiffStats, diff_stats, litert_outputs, random_inputs
-from cascader.verify.point import CompiledRunner
+from cascader.verify.point_check import CompiledRunner
 from cascader.verify.reference_kernels import reference_kernel_outputs
 from cascader.verify.tolerance import litert_tolerance
 
@@ -104,7 +104,7 @@ def check_against_litert(
     LiteRT on the original model `reference`, with `kernels` ("auto": LiteRT's reference
     kernels, the NPU's arithmetic, when every operator of `data` is an ethos-u one and they
     run the model; its built-in ones otherwise, as for the host operators; see
-    `cascader.verify.point`). Raises NotTheSameModel when their inputs and outputs differ
+    `cascader.verify.point_check`). Raises NotTheSameModel when their inputs and outputs differ
     and SimulationError for a file the simulator cannot run."""
     started = time.perf_counter()
     parsed = VelaModel.parse(data)
@@ -150,7 +150,7 @@ def check_against_litert(
 
 def firmware_runner(session: Session, config: PointConfig) -> CompiledRunner:
     """The point compiled and packaged as the firmware gets it (`<model>_dse.tflite`), run on
-    the simulator: for `cascader.verify.point.verify_point`'s command-stream check."""
+    the simulator: for `cascader.verify.point_check.verify_point`'s command-stream check."""
     _, point, compiled = session.compile(config)
     data = model_for_firmware(session.model_bytes, compiled, point.schedule)
     parsed = VelaModel.parse(data)

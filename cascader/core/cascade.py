@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from cascader.core.collector import collector_paused
+from cascader.core.gc_pause import collector_paused
 from cascader.core.graph import CascaderGraph
 from cascader.core.memory_region import MemoryRegion
 from cascader.core.options import CascaderOptions

@@ -367,7 +367,7 @@ class _Emitter:
 
     def area(self, region: int) -> str:
         if region == REGION_CONSTANTS:
-            return self.memory.roles["constants"]
+            return self.memory.constants_area
         return self.area_of_region[region]
 
     def copy_ops(self, copy: Copy) -> list[NpuOperation]:
@@ -701,12 +701,25 @@ def scored_ops(schedule: Schedule, accelerator: str) -> list[ScheduledOp]:
     return _emit(_Emitter(schedule, accelerator, share=True))[1]
 
 
+@dataclass
+class _PartOps:
+    """What one part's stripes emitted, gathered for its `ScheduledOp`: its first stripe, its
+    block operations with the constant bytes copied in just before each, the lookup-table
+    bytes it copied, and the weight buffers it used (two: double buffering)."""
+
+    first: Stripe
+    stripes: list[NpuBlockOperation] = field(default_factory=list)
+    copies: list[int] = field(default_factory=list)
+    lut_bytes: int = 0
+    buffers: set[int] = field(default_factory=set)
+
+
 def _emit(emitter: _Emitter) -> tuple[list[FunctionStream], list[ScheduledOp]]:
     """Per NPU function its operations, and per op the scheduled stripes for the evaluator."""
     schedule = emitter.schedule
     net = schedule.network
     streams: dict[int, FunctionStream] = {}
-    per_part: dict[int, dict] = {}
+    per_part: dict[int, _PartOps] = {}
     order: list[int] = []
     pending: dict[tuple[int, int], int] = {}  # (part, buffer) -> constant bytes copied into it
     fm_copies: dict[int, list[tuple[str, str, int]]] = {}  # part -> its feature-map copies
@@ -727,28 +740,22 @@ def _emit(emitter: _Emitter) -> tuple[list[FunctionStream], list[ScheduledOp]]:
             continue
         ops = emitter.stripe_ops(step)
         stream.operations += ops
-        record = per_part.get(step.part)
-        if record is None:
-            record = per_part[step.part] = {
-                "stripes": [],
-                "copies": [],
-                "lut": 0,
-                "first": step,
-                "buffers": set(),
-            }
+        emitted = per_part.get(step.part)
+        if emitted is None:
+            emitted = per_part[step.part] = _PartOps(first=step)
             order.append(step.part)
-        record["buffers"].add(step.weights_buffer)
+        emitted.buffers.add(step.weights_buffer)
         # A constant copy lands in a buffer for the next stripe that reads that buffer (a
         # double buffer's next slice is copied before the current slice runs).
         copied = pending.pop((step.part, step.weights_buffer), 0)
         copied += pending.pop((step.part, step.bias_buffer), 0)
         for npu in ops:
             if isinstance(npu, NpuBlockOperation):
-                record["stripes"].append(npu)
-                record["copies"].append(copied)
+                emitted.stripes.append(npu)
+                emitted.copies.append(copied)
                 copied = 0
             elif npu.dest.region == BASE_PTR_INDEX_MEM2MEM:
-                record["lut"] += npu.src.length
+                emitted.lut_bytes += npu.src.length
     scheduled = [
         _scheduled_op(emitter, net.ops[p], per_part[p], tuple(fm_copies.get(p, ()))) for p in order
     ]
@@ -756,15 +763,15 @@ def _emit(emitter: _Emitter) -> tuple[list[FunctionStream], list[ScheduledOp]]:
 
 
 def _scheduled_op(
-    emitter: _Emitter, op: NpuOp, record: dict, fm_copies: tuple[tuple[str, str, int], ...]
+    emitter: _Emitter, op: NpuOp, emitted: _PartOps, fm_copies: tuple[tuple[str, str, int], ...]
 ) -> ScheduledOp:
-    stripes = tuple(record["stripes"])
+    stripes = tuple(emitted.stripes)
     if not stripes:
         raise ScheduleError(f"{op.name}: no NPU operation was emitted")
-    first: Stripe = record["first"]
+    first = emitted.first
     lead = stripes[0]
     copied = first.weights_buffer >= 0
-    constants = emitter.memory.roles["constants"]
+    constants = emitter.memory.constants_area
     const_area = None
     if lead.weights or lead.biases:
         const_area = emitter.area(lead.weights[0].region if lead.weights else lead.biases[0].region)
@@ -778,9 +785,9 @@ def _scheduled_op(
         else None,
         const_area=const_area,
         weight_source_area=constants if copied else None,
-        weight_buffering="double" if len(record["buffers"]) > 1 else "single",
-        weight_copies=tuple(record["copies"]) if copied else (),
-        lut_source_area=constants if record["lut"] else None,
-        lut_bytes=record["lut"],
+        weight_buffering="double" if len(emitted.buffers) > 1 else "single",
+        weight_copies=tuple(emitted.copies) if copied else (),
+        lut_source_area=constants if emitted.lut_bytes else None,
+        lut_bytes=emitted.lut_bytes,
         feature_map_copies=fm_copies,
     )

@@ -293,9 +293,9 @@ def home_map(graph: CascaderGraph, memory: SystemMemory) -> dict[int, list[str]]
     """Where each tensor may live: constants in the constants area (flash or DRAM), graph
     inputs and outputs in the I/O area (Vela's arena), the rest in the cascade region and,
     when the memory mode puts the arena elsewhere (Dedicated_Sram), also there."""
-    constants = memory.roles["constants"]
-    io = memory.roles["io"]
-    working = list(dict.fromkeys([memory.roles["cascade"], io]))
+    constants = memory.constants_area
+    io = memory.io_area
+    working = list(dict.fromkeys([memory.cascade_area, io]))
     boundary = {t.id for t in graph.output_tensors} | {
         t.id for t in graph.input_tensors if not t.is_constant
     }
@@ -313,7 +313,7 @@ def graph_document(
     given, the cascade region set to the system's SRAM)."""
     options = replace(
         options or POINT_OPTIONS,
-        cascade_region=memory.roles["cascade"],
+        cascade_region=memory.cascade_area,
     )
     return GraphDocument(
         graph=graph,

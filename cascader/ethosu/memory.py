@@ -23,7 +23,8 @@ ROLES = ("constants", "io", "cascade")
 class SystemMemory:
     """Regions by area name ("sram", "dram", "offchip_flash", "onchip_flash"); bandwidths in
     bytes per NPU cycle. `roles` maps constants / io (Vela's arena: I/O and feature maps that
-    do not fit the cascade) / cascade (the SRAM working region) to an area name."""
+    do not fit the cascade) / cascade (the SRAM working region) to an area name; code that
+    names a role reads its area through `constants_area`, `io_area` or `cascade_area`."""
 
     accelerator: str
     system_config: str
@@ -33,6 +34,21 @@ class SystemMemory:
     regions: dict[str, MemoryRegion]
     roles: dict[str, str]
     config_path: Path
+
+    @property
+    def constants_area(self) -> str:
+        """The area holding weights, scale-bias and lookup tables."""
+        return self.roles["constants"]
+
+    @property
+    def io_area(self) -> str:
+        """The area of Vela's arena: I/O and the feature maps the cascade region does not hold."""
+        return self.roles["io"]
+
+    @property
+    def cascade_area(self) -> str:
+        """The area of the cascade (SRAM working) region."""
+        return self.roles["cascade"]
 
     def region(self, role: str) -> MemoryRegion:
         """The region of a role: constants, io or cascade."""

@@ -61,6 +61,15 @@ class ScheduledMemory(Protocol):
     @property
     def roles(self) -> Mapping[str, str]: ...
 
+    @property
+    def constants_area(self) -> str: ...
+
+    @property
+    def io_area(self) -> str: ...
+
+    @property
+    def cascade_area(self) -> str: ...
+
 
 @dataclass
 class Buffer:
@@ -151,11 +160,11 @@ class Schedule:
 
     @property
     def scratch_bytes(self) -> int:
-        return self.extents.get(self.memory.roles["cascade"], 0)
+        return self.extents.get(self.memory.cascade_area, 0)
 
     @property
     def arena_bytes(self) -> int:
-        return self.extents.get(self.memory.roles["io"], 0)
+        return self.extents.get(self.memory.io_area, 0)
 
     def stripes_of(self, part: int) -> list[Stripe]:
         return [s for s in self.steps if isinstance(s, Stripe) and s.part == part]

@@ -34,7 +34,7 @@ from cascader.ir.errors import ScheduleError
 from cascader.lowering.lower import lower
 from cascader.lowering.tir_to_npu import compile_tir
 from cascader.schedule.network import Network, network
-from cascader.schedule.point import PointScheduler
+from cascader.schedule.point_scheduler import PointScheduler
 
 __all__ = [
     "EthosuTarget",

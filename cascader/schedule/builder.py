@@ -20,10 +20,8 @@ import math
 from dataclasses import dataclass, field, replace
 
 from cascader.core.graph import CascaderGraph
-from cascader.core.part import op_before
 from cascader.ethosu.memory import SystemMemory
 from cascader.ethosu.part import EthosuPart
-from cascader.ethosu.vela_cost import copied_weights_cycles, mem2mem_cycles, read_cycles
 from cascader.ethosu.weights import scale_bias_bytes
 from cascader.ir.boxes import Box
 from cascader.ir.errors import ScheduleError
@@ -37,12 +35,12 @@ from cascader.ir.npu_ops import (
     scalar_input,
 )
 from cascader.ir.schedule import REGION_ARENA, REGION_FAST, Buffer, Copy, Step, Stripe
-from cascader.ir.units import ALIGN, align
-from cascader.schedule.blocks import cascader_block, fastest_block, op_cycles, whole_op_block
+from cascader.ir.units import align
+from cascader.schedule.blocks import cascader_block, fastest_block
 from cascader.schedule.network import Network
-from cascader.schedule.plans import Placement, Plan, output_boxes
+from cascader.schedule.plans import Plan, output_boxes
 from cascader.schedule.replay import EncodedSize, PlanTrace, WholeTensor, with_buffers
-from cascader.schedule.weight_buffering import buffer_bytes, even_slices, weight_depth_slices
+from cascader.schedule.weight_placement import OpAreas, WeightPlacement
 
 BLOCK_POLICIES = ("fastest", "cascader")
 
@@ -93,9 +91,9 @@ class Builder:
         self.steps: list[Step] = []
         self.buffers: list[Buffer] = []
         self.tensor_buffer: dict[int, int] = {}
-        self.io = memory.roles["io"]
-        self.cascade = memory.roles["cascade"]
-        self.constants = memory.roles["constants"]
+        self.io = memory.io_area
+        self.cascade = memory.cascade_area
+        self.constants = memory.constants_area
         graph = net.graph
         self.produced_by = {p.output.id: p.id for p in graph.parts}
         self.graph_io = graph_io(graph)
@@ -607,7 +605,7 @@ class Builder:
 
     def _copying_conv(self, plan: Plan) -> Conv2D | None:
         """The convolution of a one-op plan that copies its weights, scheduled with the
-        fastest blocks (the plans the weight-placement rewrites below apply to); else None."""
+        fastest blocks (the plans `placed` rewrites); else None."""
         op = self.net.ops[plan.output_part]
         if (
             len(plan.parts) != 1
@@ -619,199 +617,24 @@ class Builder:
         return op
 
     def placed(self, plan: Plan) -> Plan:
-        """`weights_in_place(double_buffered(plan))`, remembered per network as plan records
-        are (`Network.placements`): both weigh Vela's cycles of the plan's one op a few
-        ways, which a sweep's schedules ask again for the same plans. The rewrite reads the
-        plan, the memory system, the areas of the op's input and output and the encoded
-        weight sizes it asks for, which a remembered one checks again."""
+        """The plan with its convolution's weights placed by Vela's cycle model
+        (`weight_placement`), when it is one op that copies them; remembered per network as
+        plan records are (`Network.placements`), since a sweep's schedules ask again for the
+        same plans. The model reads the plan, the memory system, the op's feature-map areas
+        and some encoded weight sizes; a remembered rewrite is used while those sizes agree
+        with this schedule's (`PlacedPlan.holds_for`)."""
         if self._copying_conv(plan) is None:
             return plan
         pid = plan.output_part
+        areas = OpAreas(self._input_area(plan, pid), self._output_area(plan, pid))
         key = (plan.key(), self.memory.system, tuple(self.memory.roles.items()), self.blocks,
-               self._input_area(plan, pid), self._output_area(plan, pid))  # fmt: skip
+               areas)  # fmt: skip
         memo = self.net.placements
         found = memo.lookup(key)
-        if found is not None and all(self.encoded_size(*a) == n for a, n in found[1].items()):
-            return found[0]
-        asked: dict[tuple[int, int, int, int], int] = {}
-        encoded_size = self.encoded_size
-
-        def recorded(*args: int) -> int:
-            asked[args] = size = encoded_size(*args)
-            return size
-
-        self.encoded_size = recorded
-        try:
-            rewritten = self.weights_in_place(self.double_buffered(plan))
-        finally:
-            self.encoded_size = encoded_size
-        memo.keep(key, (rewritten, asked))
-        return rewritten
-
-    def double_buffered(self, plan: Plan) -> Plan:
-        """A plan of one convolution computed in one stripe that copies its weights whole,
-        with its weights double-buffered in output-depth slices where Vela's scheduler would
-        (`weight_depth_slices`): all but the first slice's copy then run under the op's own
-        compute instead of before it. Only when the whole copy cannot hide under the op
-        before (taken, as the cascader's cost takes it, to be the producer of the input); the
-        two slice buffers fit in the bytes the whole copy took, else (only then: a larger
-        limit makes coarser slices) in those and the alignment of the second buffer's
-        weights and scale-bias, which a split at whole blocks adds to the encoded bytes."""
-        pid = plan.output_part
-        op = self._copying_conv(plan)
-        if (
-            op is None
-            or op.kind == "fully_connected"
-            or tuple(plan.output_stripe) != tuple(op.ofm.shape)
-        ):
-            return plan
-        areas = (self._input_area(plan, pid), self._output_area(plan, pid), self.cascade)
-        block = whole_op_block(self.memory, op, areas)
-        sizes = buffer_bytes(self.memory, self.encoded_size, pid, block[2])
-        whole = sizes(0, op.ofm.shape[3])
-        slack = self._producer_cycles(pid)
-        transfer = mem2mem_cycles(self.memory.system, self.constants, self.cascade, whole)
-        if transfer <= slack:
-            return plan
-        for limit in (whole, whole + 2 * ALIGN):
-            bounds = weight_depth_slices(op, self.memory, sizes, block, slack, limit)
-            slices = even_slices(op, bounds, sizes, limit)
-            if slices:
-                return replace(plan, depth_slices=slices)
-        return plan
-
-    def weights_in_place(self, plan: Plan) -> Plan:
-        """A plan of one convolution that copies its weights and is striped at most in
-        depth, with the weights read in place instead (in the plan's depth stripes, or its
-        double-buffered slices) where Vela's model makes that faster: the op then takes the
-        longer of its compute and the read (`_in_place_cycles`), against its compute plus
-        the copy's exposed part (`_copied_cycles`), and needs no buffer. Forced copies
-        (`always_copy_size`) of flash-bound layers' weights made MobileNetV1's last layers
-        (its 1x1 convolutions at 7x7, its fully connected layer) 0.1-0.25 M cycles slower
-        each than reading them in place. Only for constants in flash, where it was measured:
-        with them in DRAM (Dedicated_Sram) the estimate overrates the copy (ad_autoencoder,
-        U65: a fully connected layer costed 3,363 cycles copied took 1,300 under Vela's
-        model, and 2,611 once read in place)."""
-        pid = plan.output_part
-        op = self._copying_conv(plan)
-        if (
-            op is None
-            or tuple(plan.output_stripe[:3]) != tuple(op.ofm.shape[:3])
-            or self.constants not in ("offchip_flash", "onchip_flash")
-        ):
-            return plan
-        placements = dict(plan.placements)
-        for (part, slot), place in plan.placements.items():
-            if part == pid and place.copy and self.net.graph.parts[pid].inputs[slot].is_constant:
-                placements[part, slot] = Placement("tensor", self.constants)
-        bounds = plan.depth_slices
-        stripe = bounds[1] - bounds[0] if bounds else plan.output_stripe[3]
-        in_place = replace(plan, placements=placements, depth_slices=(),
-                           output_stripe=(*op.ofm.shape[:3], stripe))  # fmt: skip
-        copied = self._copied_cycles(plan, pid)
-        if copied > self._in_place_cycles(in_place, pid):
-            return in_place
-        return self._scale_bias_in_place(plan, pid, copied)
-
-    def _scale_bias_in_place(self, plan: Plan, pid: int, copied: float) -> Plan:
-        """The plan with only the weights copied, its scale-bias read in place, when Vela's
-        model costs that lower than `copied` (the plan's cycles): an op bound by its weight
-        copy waits a cycle for every byte more it copies, while the NPU reads the
-        scale-bias beside its compute (MobileNetV1's 14x14x512 pointwise layers: 5,120
-        cycles each)."""
-        place = plan.placements.get((pid, 2))
-        if place is None or not place.copy or not self.net.graph.parts[pid].inputs[2].is_constant:
-            return plan
-        placements = {**plan.placements, (pid, 2): Placement("tensor", self.constants)}
-        lean = replace(plan, placements=placements)
-        return lean if self._copied_cycles(lean, pid) < copied else plan
-
-    def _constant_stream(
-        self, pid: int, slots: set[int], block_depth: int, lo: int, hi: int
-    ) -> int:
-        """Encoded bytes of the part's weights (slot 1) and scale-bias (slot 2) among `slots`
-        for output channels [lo, hi), each stream aligned as its buffer is."""
-        nbytes = 0
-        if 1 in slots:
-            nbytes += align(self.encoded_size(pid, lo, hi, block_depth))
-        if 2 in slots:
-            nbytes += align(scale_bias_bytes(self.memory.accelerator, lo, hi, block_depth))
-        return nbytes
-
-    def _constant_slots(self, plan: Plan, pid: int, copied: bool) -> set[int]:
-        """The part's constant input slots the plan copies (`copied`) or reads in place."""
-        return {
-            slot
-            for slot in (1, 2)
-            if (pid, slot) in plan.placements
-            and self.net.graph.parts[pid].inputs[slot].is_constant
-            and plan.placements[pid, slot].copy == copied
-        }
-
-    def _copied_cycles(self, plan: Plan, pid: int) -> float:
-        """Vela's cycles of the plan's op with its weights copied (`perf._weight_copy_cycles`):
-        the first copy hides under the op before; double-buffered, the longer of the copies
-        (but the last slice's compute) and the compute; single-buffered, compute plus copies;
-        at least the read of the constants it reads in place."""
-        op = self.net.ops[pid]
-        areas = (self._input_area(plan, pid), self._output_area(plan, pid), self.cascade)
-        block = whole_op_block(self.memory, op, areas)
-        depth = op.ofm.shape[3]
-        step = min(plan.output_stripe[3], depth)
-        bounds = plan.depth_slices or (*range(0, depth, step), depth)
-        copied = self._constant_slots(plan, pid, copied=True)
-        streams = [self._constant_stream(pid, copied, block[2], lo, hi)
-                   for lo, hi in itertools.pairwise(bounds)]  # fmt: skip
-        system, constants, cascade = self.memory.system, self.constants, self.cascade
-        full = mem2mem_cycles(system, constants, cascade, sum(streams))
-        first = mem2mem_cycles(system, constants, cascade, streams[0])
-        slack = self._producer_cycles(pid)
-        compute = op_cycles(self.memory, op, block, depth)
-        double = bool(plan.depth_slices)
-        tail = compute - op_cycles(self.memory, op, block, bounds[-2]) if double else 0.0
-        npu = copied_weights_cycles(compute, full, first, slack, tail, double)
-        kept = self._constant_slots(plan, pid, copied=False)
-        read = sum(self._constant_stream(pid, kept, block[2], lo, hi)
-                   for lo, hi in itertools.pairwise(bounds))  # fmt: skip
-        return max(npu, read_cycles(system, constants, read))
-
-    def _in_place_cycles(self, plan: Plan, pid: int) -> float:
-        """Vela's cycles of the op of a plan striped at most in depth reading its weights and
-        scale-bias in place, stripe by stripe: the longer of its compute and the read. Vela's
-        model fetches a convolution's weights once per OFM block of a stripe, whole blocks
-        deep, so the block it gets (the fastest for its largest stripe, as `_choose_blocks`
-        picks) must cover the whole height and width (else infinity: refetched weights cost
-        more than any copy saves), and each stripe reads as many channels as its blocks are
-        deep."""
-        op = self.net.ops[pid]
-        n, height, width, depth = op.ofm.shape
-        stripe = min(plan.output_stripe[3], depth)
-        largest = Box((0, 0, 0, 0), (n, height, width, stripe))
-        ifms, _ = self.net.input_boxes(pid, largest)
-        if stripe == depth:
-            ifms = tuple(Box.whole(t.shape) for t in feature_inputs(op))
-        areas = (self._input_area(plan, pid), self._output_area(plan, pid), self.constants)
-        block = fastest_block(self.memory, op, largest, ifms, areas)
-        if block[0] < height or block[1] < width:
-            return math.inf
-        slots, deep = self._constant_slots(plan, pid, copied=False), block[2]
-        read = 0.0
-        for lo in range(0, depth, stripe):
-            hi = min(lo + stripe, depth)
-            fetched = -(-(hi - lo) // deep) * deep / (hi - lo)
-            read += self._constant_stream(pid, slots, deep, lo, hi) * fetched
-        read = read_cycles(self.memory.system, self.constants, read)
-        return max(op_cycles(self.memory, op, block, depth), read)
-
-    def _producer_cycles(self, pid: int) -> float:
-        """Compute cycles of the op that produces the part's first input (whole, with its
-        fastest block), 0 for a graph input."""
-        producer = op_before(self.net.graph.parts[pid])
-        if producer is None:
-            return 0.0
-        op = self.net.ops[producer.id]
-        block = whole_op_block(self.memory, op)
-        return op_cycles(self.memory, op, block, op.ofm.shape[3])
+        if found is None or not found.holds_for(self.encoded_size):
+            found = WeightPlacement(self.net, self.memory, areas, self.encoded_size).placed(plan)
+            memo.keep(key, found)
+        return found.plan
 
     def block_of(self, pid: int) -> tuple[int, int, int]:
         """The (h, w, c) block config of every stripe of a part."""

@@ -130,9 +130,9 @@ class Network:
 
     @cached_property
     def placements(self) -> LruCache:
-        """One-op plans as `Builder.placed` rewrites their weights' placement, by (plan,
-        system, roles, block policy, the op's input and output areas), with the encoded
-        sizes each rewrite asked for."""
+        """One-op plans as `Builder.placed` rewrites their weights' placement
+        (`weight_placement.PlacedPlan`), by (plan, system, roles, block policy, the op's
+        feature-map areas)."""
         return LruCache(_PLAN_RECORDS_KEPT)
 
     @cached_property

@@ -84,7 +84,7 @@ def plan_from_proposal_plan(net: Network, plan, memory: SystemMemory) -> Plan:
             interior[config.tensor.id] = config
     out_config = plan.output_config
     output_part = produced[out_config.tensor.id]
-    cascade = memory.roles["cascade"]
+    cascade = memory.cascade_area
     # written by several copies, or in place into a concatenation: kept whole
     concatenated = set(net.co_written.values()) | set(net.offsets)
     # What a graph output is a view of (a reshape's input) is the host's to read: whole, in
@@ -101,7 +101,7 @@ def plan_from_proposal_plan(net: Network, plan, memory: SystemMemory) -> Plan:
             raise ScheduleError(f"plan {plan.part_ids}: no config for tensor {tid}")
         stripe_configs[i] = config.stripe_configs[0]
         if tid in host_read and config.state != TensorConfigState.BOUNDARY:
-            outputs[i] = Placement("tensor", memory.roles["io"])
+            outputs[i] = Placement("tensor", memory.io_area)
         elif config.state == TensorConfigState.BOUNDARY or tid in concatenated:
             home = config.home_region if config.state == TensorConfigState.BOUNDARY else cascade
             outputs[i] = Placement("tensor", home)

@@ -223,13 +223,13 @@ def layer_plans(
     io = graph_io(graph)
 
     def home_of(tid: int) -> str:
-        return memory.roles["io"] if net.buffer_root(tid) in io else area
+        return memory.io_area if net.buffer_root(tid) in io else area
 
     def sram_bytes(roots: set[int]) -> int:
         return sum(
             feature_map_bytes(*tensor_shape(net, r))
             for r in roots
-            if home_of(r) == memory.roles["cascade"]
+            if home_of(r) == memory.cascade_area
         )
 
     pinned = [{net.buffer_root(t.id) for t in f if not t.is_constant} for f in _pinned_io(net)]
@@ -246,7 +246,7 @@ def layer_plans(
         in_place = not buffer_weights or reads_weights_in_place(
             op, memory, encoded_size, part.id, free
         )
-        areas = (home_of(part.inputs[0].id), home_of(part.output.id), memory.roles["cascade"])
+        areas = (home_of(part.inputs[0].id), home_of(part.output.id), memory.cascade_area)
         block = whole_op_block(memory, op, areas)
         slices: tuple[int, ...] = ()
         if isinstance(op, Conv2D) and not in_place:
@@ -258,9 +258,9 @@ def layer_plans(
         placements = {}
         for slot, tensor in enumerate(part.inputs):
             if tensor.is_constant and in_place:
-                placements[part.id, slot] = Placement("tensor", memory.roles["constants"])
+                placements[part.id, slot] = Placement("tensor", memory.constants_area)
             elif tensor.is_constant:
-                placements[part.id, slot] = Placement("window", memory.roles["cascade"], True)
+                placements[part.id, slot] = Placement("window", memory.cascade_area, True)
             else:
                 placements[part.id, slot] = Placement("tensor", home_of(tensor.id))
         home = home_of(part.output.id)

@@ -30,7 +30,7 @@ def reads_weights_in_place(
     OFM split depth, since the block config is chosen later)."""
     if not isinstance(op, Conv2D):
         return False
-    if op.kind == "fully_connected" or memory.roles["constants"] == memory.roles["cascade"]:
+    if op.kind == "fully_connected" or memory.constants_area == memory.cascade_area:
         return True
     depth = op.ofm.shape[3]
     weights = encoded_size(part, 0, depth, ArchitectureFeatures.OFMSplitDepth)
@@ -54,8 +54,7 @@ def weight_depth_slices(
     split = ArchitectureFeatures.OFMSplitDepth
     depth = op.ofm.shape[3]
     full = buffer_bytes(0, depth)
-    roles = memory.roles
-    transfer = mem2mem_cycles(memory.system, roles["constants"], roles["cascade"], full)
+    transfer = mem2mem_cycles(memory.system, memory.constants_area, memory.cascade_area, full)
     half = limit // 2
     ratio = slack_cycles / transfer if transfer > slack_cycles else 1.0
     prebuffer = min(ratio * full, half)

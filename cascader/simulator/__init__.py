@@ -20,7 +20,7 @@ Public API:
 - `TensorPlacement` (region, address, shape, dtype, layout NHWC/NHCWB16) with
   `read_tensor(image, placement)` -> (values, fully written?) and `write_tensor(...)`.
 - `run_vela_tflite(model, inputs, accelerator=None)` -> `VelaRunResult` runs a Vela output
-  .tflite (`vela_tflite` documents how regions, base pointers and I/O addresses are set up).
+  .tflite (`tflite_runner` documents how regions, base pointers and I/O addresses are set up).
 - `driver_refusals(model)` -> the `Finding`s (kind `driver-refusal`) for which Arm's driver or
   TFLite Micro's Ethos-U kernel would refuse to start a Vela-format file's command streams
   (alignment, payload framing, sizes): what a memory-image simulation cannot see.
@@ -31,7 +31,7 @@ from cascader.simulator.errors import Finding, FindingKind, SimulationError
 from cascader.simulator.memory import SHRAM, RegionImage
 from cascader.simulator.simulate import SimulationResult, simulate
 from cascader.simulator.tensors import TensorPlacement, read_tensor, write_tensor
-from cascader.simulator.vela_tflite import VelaModel, VelaRunResult, run_vela_tflite
+from cascader.simulator.tflite_runner import VelaModel, VelaRunResult, run_vela_tflite
 
 __all__ = [
     "SHRAM",

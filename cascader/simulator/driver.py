@@ -24,7 +24,7 @@ import tflite
 
 from cascader.simulator.errors import Finding, FindingKind
 from cascader.simulator.payload import is_driver_payload, parse_payload
-from cascader.simulator.vela_tflite import buffer_span, offline_offsets
+from cascader.simulator.tflite_runner import buffer_span, offline_offsets
 
 ALIGNMENT = 16
 BASE_ADDRESSES = 8  # the kernel passes at most this many base addresses

@@ -10,9 +10,9 @@ import re
 from pathlib import Path
 
 from cascader.artifact.build import write_build
+from cascader.estimate import PointConfig
 from cascader.ethosu.vela_compiler import VelaError, compile_model
 from cascader.pipeline import Session
-from cascader.point import PointConfig
 from dse.commands.estimate import nothing_fits, scored_point
 from dse.config import exported_vela_options, load_config, point_args
 from dse.errors import BadInput

@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from cascader.core.errors import GraphFormatError
 from cascader.core.options import CascaderOptions
+from cascader.estimate import Device, Estimate, PointConfig
 from cascader.ethosu.defaults import POINT_OPTIONS, system_defaults
 from cascader.ethosu.errors import DeviceConfigError
 from cascader.ethosu.vela_arch import check_vela_accelerator
@@ -23,7 +24,6 @@ from cascader.frontend.errors import ModelError
 from cascader.frontend.legalize import LegalizeError
 from cascader.ir.errors import ScheduleError
 from cascader.pipeline import Session
-from cascader.point import Device, Estimate, PointConfig
 from dse.defaults import SRAM_MAX
 from dse.errors import BadInput, NothingFits
 from dse.inputs import check_graph

@@ -13,13 +13,13 @@ from cascader.ethosu.defaults import DEFAULT_ACCELERATOR, system_defaults
 from cascader.ethosu.errors import DeviceConfigError
 from cascader.ethosu.vela_arch import check_vela_accelerator
 from dse.cache_stats import describe, study_cache_stats
-from dse.collector import collected_between_evaluations
 from dse.database import shown_url
 from dse.defaults import DEFAULT_OBJECTIVES, SRAM_MAX, SRAM_MIN
 from dse.driver import issue_trials, run_sweep
 from dse.errors import BadInput
 from dse.evaluators import make_evaluator
 from dse.front import format_front, front_rows, pareto_front
+from dse.gc_policy import collected_between_evaluations
 from dse.phases import say
 from dse.scoring_pool import ScoringPool
 from dse.space import PRODUCERS, SearchSpace

@@ -14,13 +14,13 @@ import sys
 from pathlib import Path
 
 from cascader.artifact.run import firmware_runner
+from cascader.estimate import PointConfig
 from cascader.ethosu.vela_compiler import VelaError, compile_model
 from cascader.frontend.tflite_import import load_tflite
 from cascader.pipeline import Session
-from cascader.point import PointConfig
 from cascader.reference.run import ReferenceError
 from cascader.reference.striped import StripeError
-from cascader.verify.point import Verification, verify_point
+from cascader.verify.point_check import Verification, verify_point
 from dse.commands.estimate import scored_point
 from dse.commands.simulate import check_and_report
 from dse.config import exported_vela_options, load_config, point_args

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dse.collector import collected_between_evaluations
 from dse.coordinator import run_studies, study_run
 from dse.driver import issue_trials, run_sweep, space_of
 from dse.evaluators import make_evaluator
+from dse.gc_policy import collected_between_evaluations
 from dse.objective import Evaluator
 from dse.scoring_pool import ScoringPool, settings_key
 from dse.study import load_settings, load_study, open_storage

@@ -13,7 +13,7 @@ from pathlib import Path
 import flatbuffers
 import pytest
 from ai_edge_litert import schema_py_generated as schema
-from test_vela_tflite import SHARED, U55, U65, _model, _ours, _vela
+from test_firmware_tflite import SHARED, U55, U65, _model, _ours, _vela
 
 from cascader.simulator import FindingKind, driver_refusals
 from cascader.testing.architectures import ds_cnn, unet

@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 from ai_edge_litert import schema_py_generated as schema
 from sessions import session
-from test_vela_tflite import three_functions, two_functions
+from test_firmware_tflite import three_functions, two_functions
 
 from cascader.artifact.run import firmware_runner
 from cascader.core.options import CascaderOptions
-from cascader.point import PointConfig
+from cascader.estimate import PointConfig
 from cascader.testing.architectures import unet
 from cascader.testing.networks import CATALOGUE
 from cascader.testing.shared import shared_dir
-from cascader.verify.point import verify_point
+from cascader.verify.point_check import verify_point
 from dse.cli import main
 
 U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 from ai_edge_litert import schema_py_generated as schema
 from sessions import session
-from test_vela_tflite import SHARED, U55, U65
+from test_firmware_tflite import SHARED, U55, U65
 
+from cascader.artifact.firmware_tflite import model_for_firmware
 from cascader.artifact.run import LiteRTHostOps, firmware_runner
-from cascader.artifact.vela_tflite import model_for_firmware
 from cascader.core.options import CascaderOptions
-from cascader.point import PointConfig
+from cascader.estimate import PointConfig
 from cascader.simulator import VelaModel, run_vela_tflite
 from cascader.simulator.commands import decode_commands
 from cascader.simulator.payload import parse_payload, replace_stream
@@ -29,7 +29,7 @@ from cascader.testing import architectures as arch
 from cascader.testing.shared import shared_dir
 from cascader.verify.cut import cut_where_varying
 from cascader.verify.litert import MIN_DISTINCT, litert_outputs, random_inputs
-from cascader.verify.point import verify_point
+from cascader.verify.point_check import verify_point
 from cascader.verify.reference_kernels import (
     reference_kernel_outputs,
     refused_softmaxes,

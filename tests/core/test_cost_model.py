@@ -195,19 +195,19 @@ def _conv_parts(accelerator: str):
     """kws's conv2d and depthwise parts on `accelerator`, each computed whole: the part, its
     whole-output stripe config, its "vela" block costs, its op description and, for each of
     its "vela" block configs in order, Vela's block config of the same output block."""
-    from sessions import front_half
+    from sessions import prepared_model
 
     from cascader.ethosu.device import get_device
     from cascader.ethosu.graph import npu_op_description
     from cascader.ethosu.part import EthosuPart
     from cascader.frontend.tflite_import import load_tflite
 
-    front = front_half(load_tflite(MODEL), accelerator)
+    prepared = prepared_model(load_tflite(MODEL), accelerator)
     device = get_device(accelerator)
-    for part in front.network.graph.parts:
+    for part in prepared.network.graph.parts:
         if not isinstance(part, EthosuPart) or part.op not in ("conv2d", "depthwise_conv2d"):
             continue
-        desc = npu_op_description(front.network.ops[part.id])
+        desc = npu_op_description(prepared.network.ops[part.id])
         whole = _whole(part)
         blocks = []
         for block in part.vela_block_configs:
@@ -331,7 +331,7 @@ def test_vela_cost_ranks_proposals_as_the_evaluator_does():
     KiB to 2 MiB pools, striping on and off, Ethos-U55-256) and the evaluator's cycles of
     their stripe schedules is at least 0.9."""
     from scipy.stats import spearmanr
-    from sessions import front_half
+    from sessions import prepared_model
 
     from cascader.ethosu.codegen import generate
     from cascader.ethosu.memory import system_memory
@@ -341,20 +341,20 @@ def test_vela_cost_ranks_proposals_as_the_evaluator_does():
     from cascader.schedule.policies import proposal_schedule
 
     system = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
-    front = front_half(load_tflite(MODEL), system[0])
+    prepared = prepared_model(load_tflite(MODEL), system[0])
     found = {}
     for pool in (64 << 10, 256 << 10, 2 << 20):
         memory = system_memory(*system, pool)
         for striping in (True, False):
-            options = CascaderOptions(cascade_region=memory.roles["cascade"],
+            options = CascaderOptions(cascade_region=memory.cascade_area,
                                       enable_striping=striping, cost_model="vela")  # fmt: skip
-            for proposal in front.scheduler.proposals(memory, options, pool).proposals:
+            for proposal in prepared.scheduler.proposals(memory, options, pool).proposals:
                 found.setdefault((proposal.memory_usage, proposal.cycles), proposal)
     memory = system_memory(*system, 2 << 20)
-    sizes = encoded_size(system[0], front.network.ops)
+    sizes = encoded_size(system[0], prepared.network.ops)
     evaluated = []
     for proposal in found.values():
-        schedule = proposal_schedule(front.network, proposal, memory, sizes, check=False)
+        schedule = proposal_schedule(prepared.network, proposal, memory, sizes, check=False)
         compiled = generate(schedule, system[0], command_streams=False)
         evaluated.append(evaluate(compiled.scheduled_ops, memory).total_cycles)
     assert len(found) >= 5

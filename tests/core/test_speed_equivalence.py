@@ -477,7 +477,7 @@ KWS_MODEL = SHARED / "models" / "kws_dscnn.tflite"
 def _flow_document(model=KWS_MODEL):
     """A model (kws) from the flow (its parts know their weights), "vela" cost model,
     multi-dimensional striping."""
-    from sessions import front_half
+    from sessions import prepared_model
 
     from cascader.core.options import CascaderOptions
     from cascader.ethosu.graph import graph_document
@@ -485,12 +485,12 @@ def _flow_document(model=KWS_MODEL):
     from cascader.frontend.tflite_import import load_tflite
 
     accelerator = "ethos-u55-256"
-    front = front_half(load_tflite(str(model)), accelerator)
+    prepared = prepared_model(load_tflite(str(model)), accelerator)
     memory = system_memory(accelerator, "Ethos_U55_High_End_Embedded", "Shared_Sram", 1 << 20)
     options = CascaderOptions(
         enable_striping=True, enable_multi_dimensional_striping=True, cost_model="vela"
     )
-    return graph_document(front.network.graph, memory, options)
+    return graph_document(prepared.network.graph, memory, options)
 
 
 def _plain_stripe_blocks(part, shape):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import optuna
 
-from cascader.point import Estimate
+from cascader.estimate import Estimate
 from dse.coordinator import run_studies, study_run
 from dse.front import pareto_front
 from dse.objective import FEASIBILITY

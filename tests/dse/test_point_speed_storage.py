@@ -12,7 +12,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from cascader.point import Estimate
+from cascader.estimate import Estimate
 from dse.coordinator import run_studies, study_run
 from dse.scoring_pool import ScoringPool
 from dse.space import DesignPoint, SearchSpace
@@ -117,7 +117,7 @@ def test_trials_run_with_the_collector_paused_and_their_garbage_still_goes(tmp_p
         run_studies([study_run(study, settings, space, None, True)], pool)
     assert paused == [True] * 4
     assert gc.isenabled()
-    gc.collect()  # what the block made waits in the oldest generation (dse.collector)
+    gc.collect()  # what the block made waits in the oldest generation (dse.gc_policy)
     assert not alive
 
 

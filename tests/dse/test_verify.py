@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from sessions import session
 
-from cascader.point import PointConfig
+from cascader.estimate import PointConfig
 from cascader.testing.architectures import unet
 from cascader.testing.networks import CATALOGUE, host_op
 from cascader.testing.tflite_builder import ModelBuilder
-from cascader.verify.point import verify_point
+from cascader.verify.point_check import verify_point
 from cascader.verify.reference_kernels import reference_kernel_outputs
 from cascader.verify.tolerance import litert_tolerance
 from dse.cli import main

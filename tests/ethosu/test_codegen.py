@@ -21,7 +21,7 @@ from ethosu.vela.api import (
 from ethosu.vela.high_level_command_stream import NpuStripe
 from ethosu.vela.register_command_stream_util import BASE_PTR_INDEX_MEM2MEM
 from ethosu.vela.weight_compressor import WeightKey
-from sessions import compile_model, front_half
+from sessions import compile_model, prepared_model
 
 from cascader.core.options import CascaderOptions
 from cascader.ethosu.codegen import generate
@@ -42,9 +42,9 @@ U65 = ("Ethos_U65_High_End", "Dedicated_Sram")
 
 @pytest.fixture(scope="module")
 def cascaded():
-    front = front_half(load_tflite(EXAMPLE), U55[0])
+    prepared = prepared_model(load_tflite(EXAMPLE), U55[0])
     memory = system_memory(*U55, 256 * 1024)
-    point = front.scheduler.schedule_point(memory, CascaderOptions(enable_striping=True))
+    point = prepared.scheduler.schedule_point(memory, CascaderOptions(enable_striping=True))
     return point, generate(point.schedule, U55[0])
 
 
@@ -126,9 +126,9 @@ def test_evaluator_scores_the_compiled_stripes(cascaded) -> None:
 
 
 def test_scalar_constants_too_wide_for_the_register_live_in_the_constants() -> None:
-    front = front_half(CATALOGUE["SOFTMAX-vector-beta"]().build(), U55[0])
+    prepared = prepared_model(CATALOGUE["SOFTMAX-vector-beta"]().build(), U55[0])
     memory = system_memory(*U55, 256 * 1024)
-    compiled = generate(front.scheduler.schedule_point(memory, None).schedule, U55[0])
+    compiled = generate(prepared.scheduler.schedule_point(memory, None).schedule, U55[0])
     elementwise = [
         o for f in compiled.functions for o in f.operations
         if isinstance(o, NpuElementWiseOperation) and o.ifm2 is not None
@@ -204,7 +204,7 @@ def test_per_core_encoding_matches_velas_own_ethos_u65_512_compile(
 ) -> None:
     model = tmp_path / "op.tflite"
     model.write_bytes(single_op_model(kind, **params))
-    (op,) = [o for o in front_half(load_tflite(model), "ethos-u65-512").network.ops
+    (op,) = [o for o in prepared_model(load_tflite(model), "ethos-u65-512").network.ops
              if isinstance(o, Conv2D)]  # fmt: skip
     stripes = _vela_core_streams(model, "ethos-u65-512")
     assert stripes
@@ -214,9 +214,9 @@ def test_per_core_encoding_matches_velas_own_ethos_u65_512_compile(
 
 
 def _u65_compiled(model, accelerator: str):
-    front = front_half(model, accelerator)
+    prepared = prepared_model(model, accelerator)
     memory = system_memory(accelerator, *U65, 256 * 1024)
-    point = front.scheduler.schedule_point(memory, CascaderOptions(enable_striping=True))
+    point = prepared.scheduler.schedule_point(memory, CascaderOptions(enable_striping=True))
     return point, generate(point.schedule, accelerator)
 
 

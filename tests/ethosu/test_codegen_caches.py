@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ethosu.vela.api import npu_encode_bias
-from sessions import front_half
+from sessions import prepared_model
 
 from cascader.core.options import CascaderOptions
 from cascader.ethosu import vela_cost, weights
@@ -28,8 +28,8 @@ U65 = ("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram")
 
 
 def _convs(accelerator: str) -> list[Conv2D]:
-    front = front_half(load_tflite(EXAMPLE), accelerator)
-    return [op for op in front.network.ops if isinstance(op, Conv2D)]
+    prepared = prepared_model(load_tflite(EXAMPLE), accelerator)
+    return [op for op in prepared.network.ops if isinstance(op, Conv2D)]
 
 
 def _vela_bias_streams(accelerator: str, op: Conv2D, lo: int, hi: int, depth: int) -> list[bytes]:
@@ -70,9 +70,9 @@ def test_cached_weight_streams_are_a_fresh_encoding(accelerator: str) -> None:
 
 
 def test_stripe_costs_cached_under_one_pool_are_those_of_another() -> None:
-    front = front_half(load_tflite(EXAMPLE), U55[0])
+    prepared = prepared_model(load_tflite(EXAMPLE), U55[0])
     small, large = (system_memory(*U55, kib * 1024) for kib in (160, 2048))
-    point = front.scheduler.schedule_point(small, CascaderOptions(enable_striping=True))
+    point = prepared.scheduler.schedule_point(small, CascaderOptions(enable_striping=True))
     ops = generate(point.schedule, U55[0], command_streams=False).scheduled_ops
     vela_cost.stripe_cost.cache_clear()
     evaluate(ops, small)
@@ -91,12 +91,12 @@ def test_shared_stripe_operations_score_as_the_full_ones(name: str, system: tupl
     stripe): the evaluator's report is the one of `generate`'s operations, number for
     number, on schedules striped at a small pool and whole at a large one."""
     model = load_tflite(EXAMPLE) if name == "example" else CATALOGUE[name]().build()
-    front = front_half(model, system[0])
+    prepared = prepared_model(model, system[0])
     options = CascaderOptions(enable_striping=True, always_copy_size=1 << 20)
     shared = False
     for pool in (32 * 1024, 1 << 20):
         memory = system_memory(*system, pool)
-        schedule = front.scheduler.schedule_point(memory, options).schedule
+        schedule = prepared.scheduler.schedule_point(memory, options).schedule
         full = generate(schedule, system[0], command_streams=False).scheduled_ops
         ops = scored_ops(schedule, system[0])
         assert evaluate(ops, memory).to_json() == evaluate(full, memory).to_json()

@@ -36,7 +36,7 @@ def test_the_sram_pool_overrides_the_memory_modes_arena_cache_size():
 
 def test_sram_only_reads_constants_from_on_chip_flash_at_sram_speed():
     memory = system_memory("ethos-u55-128", "Ethos_U55_Deep_Embedded", "Sram_Only", 1 << 20)
-    assert memory.roles["constants"] == "onchip_flash"
+    assert memory.constants_area == "onchip_flash"
     assert memory.region("constants").read_bandwidth == memory.region("io").read_bandwidth
 
 

@@ -19,7 +19,7 @@ from ethosu.vela.api import (
 )
 from ethosu.vela.npu_performance import measure_mem2mem_cycles
 from ethosu.vela.tensor import MemArea
-from sessions import front_half
+from sessions import prepared_model
 
 from cascader.core.options import CascaderOptions
 from cascader.ethosu.codegen import generate
@@ -295,10 +295,10 @@ def test_codegen_hands_the_evaluator_every_weight_dma_of_the_schedule():
     b = ModelBuilder(0, name="deep_pointwise")
     x = b.conv2d(b.input((1, 8, 8, 16)), 64, kernel=1)
     b.output(b.conv2d(x, 256, kernel=3))
-    front = front_half(b.build(), ACCEL)
-    ops = front.network.ops
+    prepared = prepared_model(b.build(), ACCEL)
+    ops = prepared.network.ops
     memory = system_memory(ACCEL, *U55, 192 * 1024)
-    schedule = layer_by_layer_schedule(front.network, memory, encoded_size(ACCEL, ops))
+    schedule = layer_by_layer_schedule(prepared.network, memory, encoded_size(ACCEL, ops))
     compiled = generate(schedule, ACCEL, command_streams=False)
     deep = max(range(len(ops)), key=lambda part: ops[part].ofm.shape[3])
     slices = [s for s in schedule.steps if isinstance(s, Copy) and s.part == deep]
@@ -342,10 +342,10 @@ def test_codegen_hands_the_evaluator_every_feature_map_dma_of_the_schedule():
     b = ModelBuilder(0, name="u65_chain")
     x = b.conv2d(b.input((1, 32, 32, 16)), 16, kernel=3, activation="RELU")
     b.output(b.conv2d(x, 16, kernel=3))
-    front = front_half(b.build(), "ethos-u65-256")
+    prepared = prepared_model(b.build(), "ethos-u65-256")
     memory = system_memory("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram", 64 * 1024)
     options = CascaderOptions(enable_striping=True, always_copy_size=1 << 20)
-    schedule = front.scheduler.schedule_point(memory, options).schedule
+    schedule = prepared.scheduler.schedule_point(memory, options).schedule
     copies = [s for s in schedule.steps if isinstance(s, Copy) and s.what == "feature_map"]
     assert len(copies) > 1
     compiled = generate(schedule, "ethos-u65-256", command_streams=False)

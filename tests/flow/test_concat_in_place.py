@@ -15,10 +15,10 @@ from sessions import session
 
 from cascader.artifact.run import firmware_runner
 from cascader.core.options import CascaderOptions
+from cascader.estimate import PointConfig
 from cascader.ir.npu_ops import Conv2D, Identity, Layout
-from cascader.point import PointConfig
 from cascader.testing.architectures import build_cached, unet
-from cascader.verify.point import verify_point
+from cascader.verify.point_check import verify_point
 
 U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
 U65 = ("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram")
@@ -31,7 +31,7 @@ def _small_unet() -> bytes:
 
 
 def _copies(model: bytes) -> list[Identity]:
-    ops = session(model, *U55).front.network.functions[0].ops
+    ops = session(model, *U55).prepared.network.functions[0].ops
     return [op for op in ops if isinstance(op, Identity) and op.ofm_offset]
 
 
@@ -42,7 +42,7 @@ def test_up_path_writes_into_the_concatenation_and_the_skip_is_copied() -> None:
     model = _small_unet()
     copies = _copies(model)
     assert [op.operator for op in copies] == ["IN_PLACE", "COPY"] * 4
-    net = session(model, *U55).front.network
+    net = session(model, *U55).prepared.network
     producers = {op.ofm.name: op for op in net.functions[0].ops}
     for op in copies:
         assert op.ofm.layout == op.ifm.layout == Layout.NHCWB16

@@ -9,18 +9,18 @@ from dataclasses import replace
 
 import pytest
 from flow_models import model_path
-from sessions import estimate, front_half, session
+from sessions import estimate, prepared_model, session
 from test_schedule import check_allocation, check_schedule
 
 from cascader.core.options import CascaderOptions
 from cascader.core.proposal_generation import choose_proposal
+from cascader.estimate import PointConfig
 from cascader.ethosu.memory import system_memory
 from cascader.ethosu.weights import encoded_size
 from cascader.frontend.tflite_import import load_tflite
 from cascader.ir.schedule import Stripe
-from cascader.point import PointConfig
 from cascader.schedule.policies import proposal_schedule
-from cascader.verify.point import verify_point
+from cascader.verify.point_check import verify_point
 from dse.space import SMALLEST, SearchSpace
 
 U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
@@ -36,12 +36,12 @@ def mobilenet() -> bytes:
 def _smallest_schedule(model: bytes, options: CascaderOptions):
     """The schedule of the proposal with the smallest budget, which a pool under every
     budget gets."""
-    front = front_half(model, U55[0])
+    prepared = prepared_model(model, U55[0])
     memory = system_memory(*U55, REGION)
-    options = replace(options, cascade_region=memory.roles["cascade"])
-    smallest = front.scheduler.proposals(memory, options, REGION).proposals[0]
-    size = encoded_size(U55[0], front.network.ops)
-    return smallest, proposal_schedule(front.network, smallest, memory, size, check=False)
+    options = replace(options, cascade_region=memory.cascade_area)
+    smallest = prepared.scheduler.proposals(memory, options, REGION).proposals[0]
+    size = encoded_size(U55[0], prepared.network.ops)
+    return smallest, proposal_schedule(prepared.network, smallest, memory, size, check=False)
 
 
 def test_rolling_buffers_hold_only_the_rows_one_stripe_reads(mobilenet: bytes) -> None:
@@ -98,9 +98,9 @@ def test_a_pool_gets_a_proposal_whose_schedule_really_fits(mobilenet: bytes) -> 
     options = CascaderOptions(**SMALLEST.cascader_options())
     pool = 256 * 1024
     memory = system_memory(*U55, pool)
-    front = front_half(mobilenet, U55[0])
-    cascaded = replace(options, cascade_region=memory.roles["cascade"])
-    generated = front.scheduler.proposals(memory, cascaded, REGION)
+    prepared = prepared_model(mobilenet, U55[0])
+    cascaded = replace(options, cascade_region=memory.cascade_area)
+    generated = prepared.scheduler.proposals(memory, cascaded, REGION)
     own = generated.proposals[choose_proposal(generated.proposals, pool)]
     assert own.memory_usage < pool
     result = estimate(mobilenet, *U55, pool, options, None, proposal_region_bytes=REGION)

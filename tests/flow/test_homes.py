@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from flow_models import model_path
-from sessions import front_half
+from sessions import prepared_model
 
 from cascader.core.options import CascaderOptions
 from cascader.ethosu.memory import system_memory
@@ -19,14 +19,14 @@ U65 = ("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram")
 def test_every_proposal_homes_each_feature_map_once(cost_model: str) -> None:
     # Before proposals checked homes outside the cascade region too, 36 of kws_dscnn's 117
     # proposals at these pools wrote a tensor to the SRAM that a later plan read from DRAM.
-    front = front_half(load_tflite(model_path("kws_dscnn")), U65[0])
-    graph = front.network.graph
+    prepared = prepared_model(load_tflite(model_path("kws_dscnn")), U65[0])
+    graph = prepared.network.graph
     for pool in (16 << 10, 64 << 10, 256 << 10):
         memory = system_memory(*U65, pool)
         options = CascaderOptions(
-            cascade_region=memory.roles["cascade"], enable_striping=True, cost_model=cost_model
+            cascade_region=memory.cascade_area, enable_striping=True, cost_model=cost_model
         )
-        for proposal in front.scheduler.proposals(memory, options, pool).proposals:
+        for proposal in prepared.scheduler.proposals(memory, options, pool).proposals:
             agreed: dict[int, str] = {}
             for plan in proposal.plans:
                 said = {c.tensor.id: c.home_region for c in plan.boundary_configs}

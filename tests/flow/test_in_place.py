@@ -11,15 +11,16 @@ import io
 
 import numpy as np
 import pytest
-from sessions import estimate, front_half
+from sessions import estimate, prepared_model
 
 from cascader.core.options import CascaderOptions
 from cascader.core.part import in_place_input
 from cascader.ethosu.memory import system_memory
 from cascader.frontend.tflite_import import load_tflite
 from cascader.ir.schedule import Schedule, Stripe
-from cascader.pipeline import Front
+from cascader.pipeline import PreparedModel
 from cascader.reference.striped import StripedExecutor
+from cascader.schedule.point_scheduler import ProposalKey
 from cascader.testing.networks import CATALOGUE
 from cascader.testing.shared import shared_dir
 from cascader.verify.litert import random_inputs
@@ -30,9 +31,9 @@ VELA = CascaderOptions(enable_striping=True, always_copy_size=0, cost_model="vel
 KIB = 1024
 
 
-def _residual() -> tuple[bytes, Front]:
+def _residual() -> tuple[bytes, PreparedModel]:
     model = CATALOGUE["residual"]().build()
-    return model, front_half(model, U55[0])
+    return model, prepared_model(model, U55[0])
 
 
 def _outputs(model: bytes, schedule: Schedule) -> tuple[list, list]:
@@ -54,14 +55,14 @@ def test_add_output_is_written_over_the_branch_not_the_skip() -> None:
     """A residual ADD reads the skip (also read by the block's first convolution) and the
     branch (read by the ADD alone): its output takes the branch's bytes, as in Vela, and the
     schedule, run on shared bytes, still equals the reference."""
-    model, front = _residual()
-    schedule = front.scheduler.schedule_point(system_memory(*U55, 64 * KIB), None).schedule
+    model, prepared = _residual()
+    schedule = prepared.scheduler.schedule_point(system_memory(*U55, 64 * KIB), None).schedule
     stripe = _in_place_stripe(schedule)
-    slot = in_place_input(front.network.graph.parts[stripe.part])
+    slot = in_place_input(prepared.network.graph.parts[stripe.part])
     out = schedule.buffers[stripe.ofm_buffer]
     branch = schedule.buffers[stripe.ifms[slot][1]]
     skip = schedule.buffers[stripe.ifms[1 - slot][1]]
-    assert len(front.network.graph.parts[stripe.part].inputs[1 - slot].consumers) == 2
+    assert len(prepared.network.graph.parts[stripe.part].inputs[1 - slot].consumers) == 2
     assert (branch.address, branch.size) == (out.address, out.size)
     assert skip.address + skip.size <= out.address or out.address + out.size <= skip.address
     got, expected = _outputs(model, schedule)
@@ -73,10 +74,10 @@ def test_executor_runs_on_shared_bytes() -> None:
     """The executor keeps one byte array per memory region, so a wrong placement shows: the
     ADD's skip input put over its output (the skip is read by both, but the ADD writes over
     it while the next block still needs the old values) changes the result."""
-    model, front = _residual()
-    schedule = front.scheduler.schedule_point(system_memory(*U55, 64 * KIB), None).schedule
+    model, prepared = _residual()
+    schedule = prepared.scheduler.schedule_point(system_memory(*U55, 64 * KIB), None).schedule
     stripe = _in_place_stripe(schedule)
-    slot = in_place_input(front.network.graph.parts[stripe.part])
+    slot = in_place_input(prepared.network.graph.parts[stripe.part])
     skip = stripe.ifms[1 - slot][1]
     buffers = list(schedule.buffers)
     buffers[skip] = dataclasses.replace(
@@ -89,15 +90,15 @@ def test_executor_runs_on_shared_bytes() -> None:
     )
 
 
-def _needs(front: Front, options: CascaderOptions) -> list[tuple[int, int]]:
+def _needs(prepared: PreparedModel, options: CascaderOptions) -> list[tuple[int, int]]:
     """(budget, SRAM its schedule really takes) of every proposal for a 1 MiB region."""
     memory = system_memory(*U55, KIB * KIB)
-    scheduler = front.scheduler
+    scheduler = prepared.scheduler
     generated = scheduler.proposals(memory, options, KIB * KIB)
     base = scheduler.cascade_key(memory, options, KIB * KIB)
     with contextlib.redirect_stdout(io.StringIO()):  # Vela's allocator warnings
         return [
-            (p.memory_usage, scheduler.need(memory, generated, (*base, index)))
+            (p.memory_usage, scheduler.need(memory, generated, ProposalKey(base, index)))
             for index, p in enumerate(generated.proposals)
         ]
 
@@ -108,9 +109,9 @@ def test_vela_budgets_hold_their_schedules(name: str, copy: int) -> None:
     """Every proposal of the "vela" cost model fits its own budget but for alignment: an
     in-place output is not counted beside its input, copied weights count encoded (the
     previous accounting fell short by up to 640 B on these networks)."""
-    front = front_half(CATALOGUE[name]().build(), U55[0])
+    prepared = prepared_model(CATALOGUE[name]().build(), U55[0])
     options = dataclasses.replace(VELA, always_copy_size=copy)
-    for budget, need in _needs(front, options):
+    for budget, need in _needs(prepared, options):
         assert need <= budget + 16, (budget, need)
 
 
@@ -136,7 +137,7 @@ def test_ic_resnet8_fits_where_vela_does() -> None:
     result = _estimate(model, 35 * KIB, VELA)
     assert result["fits"] and result["sram_used_bytes"] <= 35 * KIB
     assert result["total_cycles"] < 216_849
-    budgets = sorted(budget for budget, _ in _needs(front_half(model, U55[0]), VELA))
+    budgets = sorted(budget for budget, _ in _needs(prepared_model(model, U55[0]), VELA))
     assert budgets[0] <= 35 * KIB
 
 
@@ -146,7 +147,7 @@ def test_ad_autoencoder_copied_weights_fit_their_budget() -> None:
     as elements, the smallest proposal needed 960 B against a 768 B budget and no 768 B pool
     fit. Counted encoded, 768 B fits, below Regor's 281,520 cycles at 768 B."""
     model = _shared_model("ad_autoencoder")
-    for budget, need in _needs(front_half(model, U55[0]), VELA):
+    for budget, need in _needs(prepared_model(model, U55[0]), VELA):
         assert need <= budget + 16, (budget, need)
     result = _estimate(model, 768, VELA)
     assert result["fits"] and result["sram_used_bytes"] <= 768

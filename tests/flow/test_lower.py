@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from sessions import front_half
+from sessions import prepared_model
 
 from cascader.core.options import CascaderOptions
 from cascader.ethosu.codegen import generate
@@ -35,15 +35,15 @@ STRIPING = CascaderOptions(enable_striping=True)
 
 
 def _point(model: bytes, system: tuple[str, str, str], pool: int, options):
-    front = front_half(model, system[0])
-    return front, front.scheduler.schedule_point(system_memory(*system, pool), options)
+    prepared = prepared_model(model, system[0])
+    return prepared, prepared.scheduler.schedule_point(system_memory(*system, pool), options)
 
 
-def _assert_identical(front, point, accelerator: str) -> None:
+def _assert_identical(prepared, point, accelerator: str) -> None:
     direct = generate(point.schedule, accelerator)
     funcs = lower(point.schedule)
-    via = compile_tir(funcs, front.network, point.memory, accelerator)
-    assert len(via.functions) == len(direct.functions) == len(front.network.functions)
+    via = compile_tir(funcs, prepared.network, point.memory, accelerator)
+    assert len(via.functions) == len(direct.functions) == len(prepared.network.functions)
     for a, b in zip(direct.functions, via.functions, strict=True):
         assert a.command_stream == b.command_stream and len(a.command_stream) > 0
         assert a.driver_payload == b.driver_payload
@@ -63,25 +63,25 @@ def _summary(op) -> tuple:
 @pytest.mark.parametrize("pool", [48 * 1024, 256 * 1024])
 @pytest.mark.parametrize("options", [STRIPING, None], ids=["cascader", "copy-constants"])
 def test_the_example_compiles_identically_from_tir(pool: int, options) -> None:
-    front, point = _point(load_tflite(EXAMPLE), U55, pool, options)
-    _assert_identical(front, point, U55[0])
+    prepared, point = _point(load_tflite(EXAMPLE), U55, pool, options)
+    _assert_identical(prepared, point, U55[0])
 
 
 @pytest.mark.parametrize("case", ["chain", "branches", "residual", "concat_skip", "SOFTMAX",
                                   "RESIZE_BILINEAR", "SPLIT-height-4", "PAD"])  # fmt: skip
 @pytest.mark.parametrize("options", [STRIPING, None], ids=["cascader", "copy-constants"])
 def test_catalogue_networks_compile_identically_from_tir(case: str, options) -> None:
-    front, point = _point(CATALOGUE[case]().build(), U55, 32 * 1024, options)
-    _assert_identical(front, point, U55[0])
+    prepared, point = _point(CATALOGUE[case]().build(), U55, 32 * 1024, options)
+    _assert_identical(prepared, point, U55[0])
 
 
 def test_u65_cascades_compile_identically_from_tir() -> None:
-    front, point = _point(CATALOGUE["residual"]().build(), U65, 16 * 1024, STRIPING)
-    _assert_identical(front, point, U65[0])
+    prepared, point = _point(CATALOGUE["residual"]().build(), U65, 16 * 1024, STRIPING)
+    _assert_identical(prepared, point, U65[0])
 
 
 def test_the_tir_holds_one_call_per_step_under_plan_and_stripe_loops() -> None:
-    front, point = _point(load_tflite(EXAMPLE), U55, 48 * 1024, STRIPING)
+    prepared, point = _point(load_tflite(EXAMPLE), U55, 48 * 1024, STRIPING)
     schedule = point.schedule
     (func,) = lower(schedule)
     allocations, calls = npu_calls(func)
@@ -95,7 +95,7 @@ def test_the_tir_holds_one_call_per_step_under_plan_and_stripe_loops() -> None:
     hints = [int(h) for h in re.findall(rf'"{CYCLES_ATTR}", T.int64\((\d+)\)', script)]
     assert len(hints) == sum(isinstance(s, Stripe) for s in schedule.steps)
     assert min(hints) > 0
-    rebuilt = schedule_from_tir([func], front.network, point.memory)
+    rebuilt = schedule_from_tir([func], prepared.network, point.memory)
     assert [type(s) for s in rebuilt.steps] == [type(s) for s in schedule.steps]
     assert [s.ofm for s in rebuilt.steps if isinstance(s, Stripe)] == [
         s.ofm for s in schedule.steps if isinstance(s, Stripe)
@@ -156,7 +156,7 @@ def _with_copies(steps: list, plan: int) -> list:
 def test_the_ops_run_as_their_tir_attributes_say() -> None:
     """Codegen from TIR takes each op's attributes from its calls, not from the network: a
     schedule lowered with a changed activation clamp compiles to that clamp's stream."""
-    front, point = _point(CATALOGUE["chain"]().build(), U55, 256 * 1024, None)
+    prepared, point = _point(CATALOGUE["chain"]().build(), U55, 256 * 1024, None)
     schedule = point.schedule
     part = next(s.part for s in schedule.steps if isinstance(s, Stripe) and s.channels)
     op = schedule.network.ops[part]
@@ -164,7 +164,7 @@ def test_the_ops_run_as_their_tir_attributes_say() -> None:
     ops = tuple(clamped if i == part else o for i, o in enumerate(schedule.network.ops))
     changed = replace(schedule, network=replace(schedule.network, ops=ops))
     assert op_attributes(clamped)["activation"]["clamp_max"] == 100
-    via = compile_tir(lower(changed), front.network, point.memory, U55[0])
+    via = compile_tir(lower(changed), prepared.network, point.memory, U55[0])
     expected = generate(changed, U55[0]).functions[0].command_stream
     assert via.functions[0].command_stream == expected
     assert expected != generate(schedule, U55[0]).functions[0].command_stream

@@ -9,28 +9,28 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from sessions import front_half
+from sessions import prepared_model
 
 from cascader.core.cascade import cascade
 from cascader.core.options import CascaderOptions
+from cascader.estimate import Device, PointConfig
 from cascader.ethosu.graph import graph_document
 from cascader.ethosu.memory import system_memory
 from cascader.frontend.errors import ModelError
 from cascader.frontend.tflite_import import load_tflite
-from cascader.pipeline import Session, load_front
-from cascader.point import Device, PointConfig
-from cascader.schedule.point import proposal_options
+from cascader.pipeline import Session, prepare_model
+from cascader.schedule.point_scheduler import proposal_options
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
 
 
 def test_options_without_striping_make_the_proposals_of_their_normal_form() -> None:
-    front = front_half(load_tflite(EXAMPLE), U55[0])
+    prepared = prepared_model(load_tflite(EXAMPLE), U55[0])
     memory = system_memory(*U55, 512 * 1024)
 
     def run(options: CascaderOptions) -> list[dict]:
-        document = graph_document(front.network.graph, memory, options)
+        document = graph_document(prepared.network.graph, memory, options)
         found = cascade(document.graph, document.regions, document.home_map, document.options)
         return [p.to_json() for p in found.proposals]
 
@@ -87,10 +87,10 @@ def test_a_cascader_run_after_others_makes_the_proposals_of_a_fresh_graph() -> N
         replace(multi, stripe_factors=3, cost_model="vela"),
         replace(multi, stripe_factors=4, always_copy_size=0),
     ]
-    shared = load_front(load_tflite(EXAMPLE), U55[0]).network.graph
+    shared = prepare_model(load_tflite(EXAMPLE), U55[0]).network.graph
 
     def run(options: CascaderOptions, fresh: bool) -> list[dict]:
-        graph = load_front(load_tflite(EXAMPLE), U55[0]).network.graph if fresh else shared
+        graph = prepare_model(load_tflite(EXAMPLE), U55[0]).network.graph if fresh else shared
         document = graph_document(graph, memory, options)
         found = cascade(document.graph, document.regions, document.home_map, document.options)
         return [p.to_json() for p in found.proposals]

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from sessions import front_half
+from sessions import prepared_model
 
 from cascader.core.options import CascaderOptions
 from cascader.ethosu.memory import system_memory
@@ -40,11 +40,11 @@ def _forget(net) -> None:
 
 
 def _cascade(system: tuple[str, str, str]):
-    front = front_half(load_tflite(EXAMPLE), system[0])
+    prepared = prepared_model(load_tflite(EXAMPLE), system[0])
     memory = system_memory(*system, REGION)
-    options = CascaderOptions(enable_striping=True, cascade_region=memory.roles["cascade"])
-    result = front.scheduler.proposals(memory, options, REGION)
-    return front.network, memory, result.proposals
+    options = CascaderOptions(enable_striping=True, cascade_region=memory.cascade_area)
+    result = prepared.scheduler.proposals(memory, options, REGION)
+    return prepared.network, memory, result.proposals
 
 
 @pytest.mark.parametrize("system", SYSTEMS, ids=["u55", "u65"])
@@ -104,12 +104,12 @@ def test_a_record_needs_the_weight_sizes_it_was_made_with() -> None:
 def test_plans_of_another_cascader_run_replay_as_built_afresh() -> None:
     """Records are kept by what a plan is, not by the cascader's plan object, so the plans
     one run shares with another are replayed from the other's records, to the same schedule."""
-    front = front_half(load_tflite(EXAMPLE), SYSTEMS[0][0])
-    net, memory = front.network, system_memory(*SYSTEMS[0], REGION)
+    prepared = prepared_model(load_tflite(EXAMPLE), SYSTEMS[0][0])
+    net, memory = prepared.network, system_memory(*SYSTEMS[0], REGION)
     sizes = encoded_size(memory.accelerator, net.ops)
-    options = CascaderOptions(enable_striping=True, cascade_region=memory.roles["cascade"])
+    options = CascaderOptions(enable_striping=True, cascade_region=memory.cascade_area)
     runs = [
-        front.scheduler.proposals(memory, replace(options, stripe_factors=k), REGION).proposals
+        prepared.scheduler.proposals(memory, replace(options, stripe_factors=k), REGION).proposals
         for k in (3, 4)
     ]
     cold = []

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from cascader.artifact.build import write_build
 from cascader.core.options import CascaderOptions
+from cascader.estimate import Device, PointConfig
 from cascader.ethosu import device, npu_op, vela_cost, weights
 from cascader.ir.boxes import input_boxes
 from cascader.pipeline import Session
-from cascader.point import Device, PointConfig
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 U55 = Device("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
@@ -50,7 +50,7 @@ def test_warm_points_are_the_cold_points(tmp_path: Path) -> None:
     _estimates(warmed)  # warms every memo with these and neighbouring points
     warm = _estimates(warmed)
     warm_streams = _compiled(warmed, tmp_path / "warm")
-    assert warmed.front.network._read_boxes  # the schedules' box memo was used
+    assert warmed.prepared.network._read_boxes  # the schedules' box memo was used
     assert warmed.scheduler.cascades.hits and warmed.scores.hits  # and the session's caches
     _forget_device_memos()
     fresh = Session(EXAMPLE, U55)
@@ -62,7 +62,7 @@ def test_warm_points_are_the_cold_points(tmp_path: Path) -> None:
 def test_remembered_box_reads_are_the_op_reads() -> None:
     session = Session(EXAMPLE, U55)
     session.score(PointConfig(160 * 1024, CascaderOptions(), 1 << 20))
-    net = session.front.network
+    net = session.prepared.network
     assert net._read_boxes
     for (part, ofm), found in list(net._read_boxes.items())[:2000]:
         assert found == input_boxes(net.ops[part], ofm)

@@ -10,13 +10,13 @@ import functools
 from pathlib import Path
 
 import pytest
-from sessions import front_half
+from sessions import prepared_model
 
 from cascader.ethosu.propagation import reads_through_view
 from cascader.ir.boxes import Box
 from cascader.ir.layout import propagate_box
 from cascader.ir.npu_ops import BinaryElementwise, Conv2D, NpuOp, Pooling, UnaryElementwise
-from cascader.pipeline import Front
+from cascader.pipeline import PreparedModel
 from cascader.reference.run import op_reads
 from cascader.testing.networks import CATALOGUE, single_op_model
 from cascader.testing.shared import shared_dir
@@ -32,7 +32,7 @@ _SHARED = (
 
 
 @functools.cache
-def _front(name: str) -> Front:
+def _prepared(name: str) -> PreparedModel:
     if name in CATALOGUE:
         model = CATALOGUE[name]().build()
     elif name == "example":
@@ -45,7 +45,7 @@ def _front(name: str) -> Front:
         if path is None or not path.is_file():
             pytest.skip("shared models not present")
         model = path.read_bytes()
-    return front_half(model, "ethos-u55-256")
+    return prepared_model(model, "ethos-u55-256")
 
 
 def _spans(size: int) -> set[tuple[int, int]]:
@@ -85,7 +85,7 @@ def _plain(op: NpuOp) -> bool:
 
 
 def _check(name: str) -> int:
-    net = _front(name).network
+    net = _prepared(name).network
     checked = 0
     for part in net.graph.parts:
         op = net.ops[part.id]
@@ -119,7 +119,7 @@ def test_model_propagators_cover_what_each_stripe_reads(name: str) -> None:
 def test_bilinear_resize_stripe_reads_its_own_input_rows() -> None:
     """A 2x bilinear resize runs as a 2x2 average over the 2x upscaled IFM: output rows 2-3
     read input rows 1-2 (the second because of the bottom padding), not rows 2-4."""
-    net = _front("RESIZE_BILINEAR").network
+    net = _prepared("RESIZE_BILINEAR").network
     (part,) = (p for p in net.graph.parts if isinstance(net.ops[p.id], Pooling))
     op = net.ops[part.id]
     stripe = Box((0, 2, 0, 0), (1, 2, *op.ofm.shape[2:]))
@@ -129,7 +129,7 @@ def test_bilinear_resize_stripe_reads_its_own_input_rows() -> None:
 
 
 def test_softmax_sum_reads_every_channel() -> None:
-    net = _front("SOFTMAX").network
+    net = _prepared("SOFTMAX").network
     (part,) = (p for p in net.graph.parts if getattr(net.ops[p.id], "pool_type", "") == "SUM")
     op = net.ops[part.id]
     got = propagated_box(part.propagators[0], Box.whole(op.ofm.shape), op.ofm, op.ifm)
@@ -137,7 +137,7 @@ def test_softmax_sum_reads_every_channel() -> None:
 
 
 def test_mean_second_row_block_reads_rows_51_to_79() -> None:
-    net = _front("MEAN-80x80").network
+    net = _prepared("MEAN-80x80").network
     sums = [p for p in net.graph.parts if isinstance(net.ops[p.id], Conv2D)]
     second = next(p for p in sums if net.ops[p.id].ifm_offset[1] == 51)
     op = net.ops[second.id]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sessions import front_half
+from sessions import prepared_model
 
 from cascader.core.cascade import cascade
 from cascader.core.options import CascaderOptions
@@ -39,12 +39,12 @@ U65 = ("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram")
 
 @pytest.fixture(scope="module")
 def example():
-    return front_half(load_tflite(EXAMPLE), "ethos-u55-256")
+    return prepared_model(load_tflite(EXAMPLE), "ethos-u55-256")
 
 
-def _sizer(front, accelerator):
+def _sizer(prepared, accelerator):
     return lambda part, lo, hi, depth: len(
-        encoded_weights(accelerator, front.network.ops[part], lo, hi, depth)
+        encoded_weights(accelerator, prepared.network.ops[part], lo, hi, depth)
     )
 
 
@@ -244,16 +244,16 @@ def test_striped_plans_interleave_and_roll(example) -> None:
 
 
 def test_u65_puts_the_cascade_in_sram_and_the_arena_in_dram(example) -> None:
-    front = front_half(load_tflite(EXAMPLE), U65[0])
+    prepared = prepared_model(load_tflite(EXAMPLE), U65[0])
     memory = system_memory(*U65, 128 * 1024)
-    point = front.scheduler.schedule_point(memory, CascaderOptions(enable_striping=True))
+    point = prepared.scheduler.schedule_point(memory, CascaderOptions(enable_striping=True))
     check_schedule(point.schedule)
     check_allocation(point.schedule)
     areas = {b.area for b in point.schedule.buffers}
     assert areas <= {"sram", "dram"}
     assert {b.region for b in point.schedule.buffers if b.area == "dram"} == {1}
     assert {b.region for b in point.schedule.buffers if b.area == "sram"} == {2}
-    io = {t.id for t in front.network.graph.input_tensors if not t.is_constant}
+    io = {t.id for t in prepared.network.graph.input_tensors if not t.is_constant}
     assert all(point.schedule.buffers[point.schedule.tensor_buffer[t]].area == "dram" for t in io)
     assert point.schedule.sram_bytes <= memory.sram_bytes
 
@@ -274,10 +274,10 @@ def test_a_pool_too_small_for_the_smallest_proposal_is_refused(example) -> None:
                                   "SPLIT-height-4", "PAD", "STRIDED_SLICE", "RESIZE_BILINEAR",
                                   "SOFTMAX-vector-beta", "MEAN", "TRANSPOSE_CONV"])  # fmt: skip
 def test_builder_models_schedule_validly(name: str) -> None:
-    front = front_half(CATALOGUE[name]().build(), U55[0])
+    prepared = prepared_model(CATALOGUE[name]().build(), U55[0])
     memory = system_memory(*U55, 256 * 1024)
     for options in (None, CascaderOptions(enable_striping=True)):
-        point = front.scheduler.schedule_point(memory, options)
+        point = prepared.scheduler.schedule_point(memory, options)
         check_schedule(point.schedule)
         check_allocation(point.schedule)
 
@@ -320,8 +320,8 @@ def test_copied_feature_maps_and_channel_stripes_compile(name, system, options) 
     """Feature maps copied into the SRAM stripe by stripe (Dedicated_Sram) and channel
     stripes of brick-layout tensors give valid schedules Vela's command-stream generator
     accepts (it checks every address's alignment)."""
-    front = front_half(CATALOGUE[name]().build(), system[0])
-    point = front.scheduler.schedule_point(system_memory(*system, 64 * 1024), options)
+    prepared = prepared_model(CATALOGUE[name]().build(), system[0])
+    point = prepared.scheduler.schedule_point(system_memory(*system, 64 * 1024), options)
     check_schedule(point.schedule)
     check_allocation(point.schedule)
     compiled = generate(point.schedule, system[0])
@@ -329,9 +329,9 @@ def test_copied_feature_maps_and_channel_stripes_compile(name, system, options) 
 
 
 def test_u65_copies_feature_maps_into_sram_stripe_by_stripe() -> None:
-    front = front_half(load_tflite(EXAMPLE), U65[0])
+    prepared = prepared_model(load_tflite(EXAMPLE), U65[0])
     options = CascaderOptions(enable_striping=True, always_copy_size=1 << 20)
-    point = front.scheduler.schedule_point(system_memory(*U65, 64 * 1024), options)
+    point = prepared.scheduler.schedule_point(system_memory(*U65, 64 * 1024), options)
     copies = [s for s in point.schedule.steps if isinstance(s, Copy) and s.what == "feature_map"]
     assert copies
     assert all(point.schedule.buffers[c.source].area == "dram" for c in copies)
@@ -352,9 +352,9 @@ def _two_functions() -> bytes:
 
 @pytest.mark.parametrize("options", [None, CascaderOptions(enable_striping=True)])
 def test_host_ops_split_the_schedule_into_functions(options) -> None:
-    front = front_half(_two_functions(), U55[0])
-    assert len(front.network.functions) == 2 and front.host_ops
-    point = front.scheduler.schedule_point(system_memory(*U55, 256 * 1024), options)
+    prepared = prepared_model(_two_functions(), U55[0])
+    assert len(prepared.network.functions) == 2 and prepared.host_ops
+    point = prepared.scheduler.schedule_point(system_memory(*U55, 256 * 1024), options)
     schedule = point.schedule
     check_schedule(schedule)
     check_allocation(schedule)
@@ -379,24 +379,24 @@ def test_layer_by_layer_buffers_weights_where_vela_does(system) -> None:
     """Vela's scheduler reads a fully connected layer's weights in place and every op's in
     place when the constants already live in the fast storage; other convolutions' weights
     are DMA-copied into the SRAM first."""
-    front = front_half(CATALOGUE["chain"]().build(), system[0])
+    prepared = prepared_model(CATALOGUE["chain"]().build(), system[0])
     memory = system_memory(*system, 256 * 1024)
-    schedule = layer_by_layer_schedule(front.network, memory, _sizer(front, system[0]))
+    schedule = layer_by_layer_schedule(prepared.network, memory, _sizer(prepared, system[0]))
     check_schedule(schedule)
     check_allocation(schedule)
-    ops = front.network.ops
+    ops = prepared.network.ops
     copied = {c.part for c in schedule.steps if isinstance(c, Copy) and c.what == "weights"}
     weighted = {s.part for s in schedule.steps if isinstance(s, Stripe) and s.channels}
     fully_connected = {p for p in weighted if ops[p].kind == "fully_connected"}
     assert fully_connected and not copied & fully_connected
-    if memory.roles["constants"] == memory.roles["cascade"]:
+    if memory.constants_area == memory.cascade_area:
         assert not copied
     else:
         assert copied == weighted - fully_connected
     scheduled = generate(schedule, system[0], command_streams=False).scheduled_ops
     for op in scheduled:
         if op.const_area is not None and op.weight_source_area is None:
-            assert op.const_area == memory.roles["constants"]
+            assert op.const_area == memory.constants_area
 
 
 def test_layer_by_layer_reads_weights_in_place_when_they_do_not_fit() -> None:
@@ -404,12 +404,12 @@ def test_layer_by_layer_reads_weights_in_place_when_they_do_not_fit() -> None:
     leave free are read from the constants in place, and the schedule then fits the pool."""
     b = ModelBuilder(0, name="wide_pointwise")
     b.output(b.conv2d(b.input((1, 4, 4, 64)), 128, kernel=1))  # 8 KiB of weights
-    front = front_half(b.build(), U55[0])
-    sizer = _sizer(front, U55[0])
+    prepared = prepared_model(b.build(), U55[0])
+    sizer = _sizer(prepared, U55[0])
     copied = {}
     for pool in (32 * 1024, 8 * 1024):
         memory = system_memory(*U55, pool)
-        schedule = layer_by_layer_schedule(front.network, memory, sizer, check=False)
+        schedule = layer_by_layer_schedule(prepared.network, memory, sizer, check=False)
         check_schedule(schedule)
         check_allocation(schedule)
         copied[pool] = any(isinstance(s, Copy) for s in schedule.steps)
@@ -425,10 +425,10 @@ def test_u65_cascades_a_fully_connected_chain() -> None:
     for units in (128, 128, 128, 8, 128, 128, 128):
         x = b.fully_connected(x, units, activation="RELU")
     b.output(b.fully_connected(x, 640))
-    front = front_half(b.build(), U65[0])
+    prepared = prepared_model(b.build(), U65[0])
     for copy_size in (1024, 1 << 20):
         options = CascaderOptions(enable_striping=True, always_copy_size=copy_size)
-        point = front.scheduler.schedule_point(system_memory(*U65, 64 * 1024), options)
+        point = prepared.scheduler.schedule_point(system_memory(*U65, 64 * 1024), options)
         assert point.cascade.proposals and point.fits
         check_schedule(point.schedule)
         check_allocation(point.schedule)
@@ -482,15 +482,15 @@ def test_layer_by_layer_double_buffers_big_weights_in_depth_slices() -> None:
     """As Vela's scheduler: weights too big to prebuffer under the previous op are copied in
     output-depth slices into two alternating buffers, slice k+1's copy issued before slice k
     runs; the op is costed as double-buffered and beats copying its weights in one go."""
-    front = front_half(_deep_pointwise(), U55[0])
+    prepared = prepared_model(_deep_pointwise(), U55[0])
     memory = system_memory(*U55, 192 * 1024)
-    schedule = layer_by_layer_schedule(front.network, memory, _sizer(front, U55[0]))
+    schedule = layer_by_layer_schedule(prepared.network, memory, _sizer(prepared, U55[0]))
     check_schedule(schedule)
     check_allocation(schedule)
-    deep = max(front.network.ops, key=lambda op: op.ofm.shape[3])
-    _check_double_buffered(schedule, front.network.ops.index(deep))
+    deep = max(prepared.network.ops, key=lambda op: op.ofm.shape[3])
+    _check_double_buffered(schedule, prepared.network.ops.index(deep))
     compiled = generate(schedule, U55[0])
-    again = layer_by_layer_schedule(front.network, memory, _sizer(front, U55[0]))
+    again = layer_by_layer_schedule(prepared.network, memory, _sizer(prepared, U55[0]))
     stream = compiled.functions[0].command_stream
     assert stream and stream == generate(again, U55[0]).functions[0].command_stream
     _check_double_beats_single(compiled.scheduled_ops, deep.name, memory)
@@ -503,16 +503,16 @@ def test_cascader_double_buffers_a_one_stripe_plans_copied_weights() -> None:
     op costs less than copying its weights in one go. (Where the op is bound by streaming
     its weights, it reads them in place instead: see the flash-bound test below.)"""
     model = _compute_bound_conv()
-    front = front_half(model, U55[0])
+    prepared = prepared_model(model, U55[0])
     memory = system_memory(*U55, 192 * 1024)
     options = CascaderOptions(always_copy_size=1 << 20)  # no striping: every plan one stripe
-    point = front.scheduler.schedule_point(memory, options)
+    point = prepared.scheduler.schedule_point(memory, options)
     schedule = point.schedule
     check_schedule(schedule)
     check_allocation(schedule)
     assert schedule.sram_bytes <= point.cascade.proposals[point.cascade.chosen_index].memory_usage
-    deep = max(front.network.ops, key=lambda op: op.ofm.shape[3])
-    _check_double_buffered(schedule, front.network.ops.index(deep))
+    deep = max(prepared.network.ops, key=lambda op: op.ofm.shape[3])
+    _check_double_buffered(schedule, prepared.network.ops.index(deep))
     _check_double_beats_single(generate(schedule, U55[0]).scheduled_ops, deep.name, memory)
     inputs = random_inputs(model, np.random.default_rng(1))
     (expected,) = ModelReference.from_model(model, "compute_bound_conv")(inputs)
@@ -530,25 +530,25 @@ def test_cascader_double_buffers_when_the_slices_only_add_alignment() -> None:
     model = shared / "models" / "ic_resnet8.tflite" if shared is not None else None
     if model is None or not model.is_file():
         pytest.skip("shared/models/ic_resnet8.tflite not available")
-    front = front_half(load_tflite(model), U55[0])
+    prepared = prepared_model(load_tflite(model), U55[0])
     memory = system_memory(*U55, 42_528)
     options = CascaderOptions(
         enable_striping=True, stripe_factors=5, max_plan_size=10, max_proposals=64,
         always_copy_size=0, cost_model="vela",
     )  # fmt: skip
-    point = front.scheduler.schedule_point(memory, options, proposal_region_bytes=4 << 20)
+    point = prepared.scheduler.schedule_point(memory, options, proposal_region_bytes=4 << 20)
     schedule = point.schedule
     assert point.fits
     check_schedule(schedule)
     check_allocation(schedule)
     (conv,) = [
         i
-        for i, op in enumerate(front.network.ops)
+        for i, op in enumerate(prepared.network.ops)
         if isinstance(op, Conv2D) and op.ifm.shape == op.ofm.shape == (1, 16, 16, 32)
     ]
     _check_double_buffered(schedule, conv)
     scheduled = generate(schedule, U55[0]).scheduled_ops
-    _check_double_beats_single(scheduled, front.network.ops[conv].name, memory)
+    _check_double_beats_single(scheduled, prepared.network.ops[conv].name, memory)
 
 
 def _flash_bound_tail() -> bytes:
@@ -569,16 +569,16 @@ def test_forced_weight_copies_of_flash_bound_layers_read_in_place() -> None:
     them, no more SRAM than the proposal's budget, each op no slower than Vela's
     double-buffered copy of its weights (the layer-by-layer schedule), the same output."""
     model = _flash_bound_tail()
-    front = front_half(model, U55[0])
+    prepared = prepared_model(model, U55[0])
     memory = system_memory(*U55, 320 * 1024)  # where Vela double-buffers the 1x1's weights
     options = CascaderOptions(enable_striping=True, always_copy_size=1 << 20, cost_model="vela")
-    point = front.scheduler.schedule_point(memory, options)
+    point = prepared.scheduler.schedule_point(memory, options)
     schedule = point.schedule
     assert point.fits
     check_schedule(schedule)
     check_allocation(schedule)
     assert schedule.sram_bytes <= point.cascade.proposals[point.cascade.chosen_index].memory_usage
-    ops = front.network.ops
+    ops = prepared.network.ops
     bound = {
         i
         for i, op in enumerate(ops)
@@ -587,7 +587,7 @@ def test_forced_weight_copies_of_flash_bound_layers_read_in_place() -> None:
     copied = {c.part for c in schedule.steps if isinstance(c, Copy) and c.what == "weights"}
     assert len(bound) == 2 and not copied & bound
     ours = {op.name: op for op in evaluate(generate(schedule, U55[0]).scheduled_ops, memory).ops}
-    vela = layer_by_layer_schedule(front.network, memory, _sizer(front, U55[0]))
+    vela = layer_by_layer_schedule(prepared.network, memory, _sizer(prepared, U55[0]))
     theirs = {op.name: op for op in evaluate(generate(vela, U55[0]).scheduled_ops, memory).ops}
     for index in bound:
         name = ops[index].name
@@ -607,20 +607,20 @@ def test_a_weight_bound_convolution_copies_its_weights_but_not_its_scale_bias() 
     x = b.conv2d(b.input((1, 14, 14, 64)), 512, kernel=1)
     b.output(b.conv2d(x, 512, kernel=1))
     model = b.build()
-    front = front_half(model, U55[0])
+    prepared = prepared_model(model, U55[0])
     memory = system_memory(*U55, 480 * 1024)
     options = CascaderOptions(enable_striping=True, always_copy_size=1 << 20, cost_model="vela")
-    point = front.scheduler.schedule_point(memory, options)
+    point = prepared.scheduler.schedule_point(memory, options)
     schedule = point.schedule
     assert point.fits
     check_schedule(schedule)
     check_allocation(schedule)
-    deep = next(i for i, op in enumerate(front.network.ops) if op.ifm.shape[3] == 512)
+    deep = next(i for i, op in enumerate(prepared.network.ops) if op.ifm.shape[3] == 512)
     copied = {c.what for c in schedule.steps if isinstance(c, Copy) and c.part == deep}
     assert copied == {"weights"}
-    name = front.network.ops[deep].name
+    name = prepared.network.ops[deep].name
     ours = {op.name: op for op in evaluate(generate(schedule, U55[0]).scheduled_ops, memory).ops}
-    vela = layer_by_layer_schedule(front.network, memory, _sizer(front, U55[0]))
+    vela = layer_by_layer_schedule(prepared.network, memory, _sizer(prepared, U55[0]))
     theirs = {op.name: op for op in evaluate(generate(vela, U55[0]).scheduled_ops, memory).ops}
     assert ours[name].total_cycles < theirs[name].total_cycles
     inputs = random_inputs(model, np.random.default_rng(1))

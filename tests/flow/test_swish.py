@@ -12,14 +12,14 @@ import numpy as np
 from sessions import session
 
 from cascader.artifact.run import firmware_runner
+from cascader.estimate import PointConfig
 from cascader.frontend.legalize import legalize, remove_identities
 from cascader.frontend.partition import partition_for_ethosu
 from cascader.frontend.tflite_import import import_tflite
 from cascader.ir.npu_ops import BinaryElementwise, UnaryElementwise
-from cascader.point import PointConfig
 from cascader.reference.elementwise import binary_elementwise, unary_elementwise
 from cascader.testing.tflite_builder import ModelBuilder
-from cascader.verify.point import verify_point
+from cascader.verify.point_check import verify_point
 
 U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
 
@@ -43,7 +43,7 @@ def _luts(ops) -> list[str]:
 
 
 def test_each_swish_becomes_one_lookup_and_a_gate_stays() -> None:
-    ops = session(_model(), *U55).front.network.functions[0].ops
+    ops = session(_model(), *U55).prepared.network.functions[0].ops
     assert _luts(ops) == ["swish", "swish", "sigmoid"]
     assert [op.operator for op in ops if isinstance(op, BinaryElementwise)] == ["MUL"]
 
@@ -51,7 +51,7 @@ def test_each_swish_becomes_one_lookup_and_a_gate_stays() -> None:
 def test_the_table_is_the_pair_of_ops() -> None:
     """Every int8 input through the unfolded sigmoid and MUL gives the folded table."""
     unfolded = remove_identities(legalize(partition_for_ethosu(import_tflite(_model())))[0])
-    folded = {op.name: op for op in session(_model(), *U55).front.network.functions[0].ops}
+    folded = {op.name: op for op in session(_model(), *U55).prepared.network.functions[0].ops}
     sigmoids = {op.ofm.name: op for op in unfolded.ops if _luts([op]) == ["sigmoid"]}
     checked = 0
     for mul in unfolded.ops:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sessions import front_half
+from sessions import prepared_model
 
 from cascader.core.options import CascaderOptions
 from cascader.ethosu.memory import system_memory
@@ -13,7 +13,7 @@ from cascader.frontend.passes import model_npu_functions
 from cascader.ir.schedule import Stripe
 from cascader.reference.run import ReferenceError, run_function
 from cascader.reference.striped import StripedExecutor, StripeError
-from cascader.schedule.point import Point
+from cascader.schedule.point_scheduler import Point
 from cascader.testing.networks import CATALOGUE, host_op
 from cascader.testing.tflite_builder import ModelBuilder
 from cascader.verify.boundaries import NpuStep
@@ -135,11 +135,11 @@ _CASCADER = {
 
 def _point(model: bytes, mode: str, pool: str) -> Point:
     """The point at 1 MiB, or at the smallest pool: what the schedule at 1 KiB needs."""
-    front = front_half(model, "ethos-u55-256")
+    prepared = prepared_model(model, "ethos-u55-256")
 
     def at(size: int) -> Point:
         memory = system_memory("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram", size)
-        return front.scheduler.schedule_point(memory, _CASCADER[mode])
+        return prepared.scheduler.schedule_point(memory, _CASCADER[mode])
 
     return at(1 << 20 if pool == "1MiB" else at(1024).schedule.sram_bytes)
 

@@ -12,16 +12,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sessions import front_half
+from sessions import prepared_model
 
 from cascader.core.options import CascaderOptions
 from cascader.core.propagator import Propagator
 from cascader.ethosu.memory import SystemMemory, system_memory
 from cascader.ir.npu_ops import Conv2D
 from cascader.ir.schedule import Schedule, Stripe
-from cascader.pipeline import Front
+from cascader.pipeline import PreparedModel
 from cascader.reference.striped import StripedExecutor, StripeError
-from cascader.schedule.point import Point
+from cascader.schedule.point_scheduler import Point
 from cascader.testing.networks import CATALOGUE
 from cascader.testing.shared import shared_dir
 from cascader.verify.litert import random_inputs
@@ -47,7 +47,7 @@ def _memory(pool: int) -> SystemMemory:
 @dataclasses.dataclass(frozen=True)
 class _Built:
     model: bytes
-    front: Front
+    prepared: PreparedModel
     inputs: list[np.ndarray]
     expected: list[np.ndarray]
 
@@ -66,15 +66,15 @@ def _built(name: str) -> _Built:
         model = path.read_bytes()
     inputs = random_inputs(model, np.random.default_rng(3))
     expected = ModelReference.from_model(model, name)(inputs)
-    return _Built(model, front_half(model, "ethos-u55-256"), inputs, expected)
+    return _Built(model, prepared_model(model, "ethos-u55-256"), inputs, expected)
 
 
-def _smallest_fitting(front: Front, options: CascaderOptions) -> Point:
+def _smallest_fitting(prepared: PreparedModel, options: CascaderOptions) -> Point:
     """The cascader's schedule at the smallest pool it fits in: start from what the smallest
     proposal's schedule holds, grow until the chosen schedule fits."""
-    pool = max(front.scheduler.schedule_point(_memory(KIB), options).schedule.sram_bytes, KIB)
+    pool = max(prepared.scheduler.schedule_point(_memory(KIB), options).schedule.sram_bytes, KIB)
     for _ in range(30):
-        point = front.scheduler.schedule_point(_memory(pool), options)
+        point = prepared.scheduler.schedule_point(_memory(pool), options)
         if point.fits:
             return point
         pool = max(pool + KIB, point.schedule.sram_bytes)
@@ -83,11 +83,11 @@ def _smallest_fitting(front: Front, options: CascaderOptions) -> Point:
 
 def _point(built: _Built, mode: str, pool: str) -> Point:
     if mode == "off":
-        return built.front.scheduler.schedule_point(_memory(256 * KIB), None)
+        return built.prepared.scheduler.schedule_point(_memory(256 * KIB), None)
     if pool == "smallest":
-        return _smallest_fitting(built.front, _MODES[mode])
+        return _smallest_fitting(built.prepared, _MODES[mode])
     size = {"256KiB": 256 * KIB, "1MiB": KIB * KIB}[pool]
-    return built.front.scheduler.schedule_point(_memory(size), _MODES[mode])
+    return built.prepared.scheduler.schedule_point(_memory(size), _MODES[mode])
 
 
 def _assert_schedule_matches(built: _Built, schedule: Schedule) -> int:
@@ -113,7 +113,7 @@ def test_network_schedule_equals_reference(name: str, mode: str, pool: str) -> N
     point = _point(built, mode, pool)
     assert point.fits
     stripes = _assert_schedule_matches(built, point.schedule)
-    parts = sum(not p.in_line for p in built.front.network.graph.parts)
+    parts = sum(not p.in_line for p in built.prepared.network.graph.parts)
     if mode != "no-striping" and pool == "smallest" and name != "concat_skip":
         assert stripes > parts  # something was striped
 
@@ -134,8 +134,8 @@ def test_model_schedule_at_256kib_equals_reference(name: str) -> None:
 
 def _striped_conv(built: _Built, schedule: Schedule) -> int:
     """A part with a 3x3 convolution computed in more than one stripe along H."""
-    for part in built.front.network.graph.parts:
-        op = built.front.network.ops[part.id]
+    for part in built.prepared.network.graph.parts:
+        op = built.prepared.network.ops[part.id]
         stripes = schedule.stripes_of(part.id)
         rows = {s.ofm.start[1] for s in stripes}
         if isinstance(op, Conv2D) and op.kernel.height == 3 and len(rows) > 1:
@@ -149,7 +149,7 @@ def test_a_propagator_reading_too_few_rows_is_caught() -> None:
     built = _built("chain")
     schedule = _point(built, "striping", "smallest").schedule
     pid = _striped_conv(built, schedule)
-    good = built.front.network.graph.parts[pid].propagators
+    good = built.prepared.network.graph.parts[pid].propagators
     transform = good[0].transform.copy()
     transform[1, -1] = 0  # rows: stride * out, no (kernel - stride)
     broken = [Propagator(transform.tolist(), list(good[0].offset)), *good[1:]]

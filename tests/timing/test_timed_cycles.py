@@ -17,10 +17,10 @@ import pytest
 from ethosu.vela.ethos_u55_regs.ethos_u55_regs import cmd0
 from sessions import session
 
-from cascader.artifact.vela_tflite import model_for_firmware
+from cascader.artifact.firmware_tflite import model_for_firmware
+from cascader.estimate import PointConfig
 from cascader.ethosu.defaults import POINT_OPTIONS
 from cascader.ethosu.vela_arch import DEFAULT_VELA_INI
-from cascader.point import PointConfig
 from cascader.simulator.commands import decode_commands
 from cascader.simulator.payload import parse_payload, replace_stream
 from cascader.testing.networks import CATALOGUE

@@ -1,4 +1,4 @@
-"""The sweep's garbage collection policy (dse.collector) and what it relies on: a cascade
+"""The sweep's garbage collection policy (dse.gc_policy) and what it relies on: a cascade
 leaves no garbage in reference cycles, so evaluations need no collection to free it."""
 
 import gc
@@ -6,7 +6,7 @@ import weakref
 
 from cascader.core import cascade
 from cascader.ethosu.synthetic import GraphBuilder
-from dse import collector
+from dse import gc_policy
 
 
 class _Cycle:
@@ -48,19 +48,19 @@ def test_cascade_leaves_no_cyclic_garbage():
 
 def test_collects_every_few_evaluations_and_restores_the_collector():
     was_enabled = gc.isenabled()
-    with collector.collected_between_evaluations():
+    with gc_policy.collected_between_evaluations():
         assert not gc.isenabled()
         frozen = gc.get_freeze_count()
         assert frozen > 0  # the heap at entry is left out of the collections
-        with collector.collected_between_evaluations():  # inner blocks change nothing
+        with gc_policy.collected_between_evaluations():  # inner blocks change nothing
             assert not gc.isenabled()
         leftovers = [_Cycle() for _ in range(100)]
         alive = weakref.WeakSet(leftovers)
         del leftovers
-        for _ in range(collector.COLLECT_EVERY - 1):
-            collector.after_evaluation()
+        for _ in range(gc_policy.COLLECT_EVERY - 1):
+            gc_policy.after_evaluation()
         assert len(alive) == 100  # not collected yet
-        collector.after_evaluation()
+        gc_policy.after_evaluation()
         assert not alive
         assert gc.get_freeze_count() == frozen
         made = [[n] for n in range(10_000)]
@@ -76,8 +76,8 @@ def test_outside_a_block_evaluations_leave_the_collector_alone():
     try:
         [_Cycle() for _ in range(10)]
         before = gc.get_count()[0]
-        for _ in range(collector.COLLECT_EVERY):
-            collector.after_evaluation()
+        for _ in range(gc_policy.COLLECT_EVERY):
+            gc_policy.after_evaluation()
         assert gc.get_count()[0] >= before
     finally:
         gc.enable()

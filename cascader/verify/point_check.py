@@ -22,11 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cascader.estimate import PointConfig
 from cascader.pipeline import Session
-from cascader.point import PointConfig
 from cascader.reference.run import ReferenceError
 from cascader.reference.striped import StripedExecutor
-from cascader.schedule.point import Point
+from cascader.schedule.point_scheduler import Point
 from cascader.verify.hybrid import HybridModel
 from cascader.verify.litert import DiffStats, diff_stats, litert_outputs, random_inputs
 from cascader.verify.reference_kernels import reference_kernel_outputs
@@ -139,7 +139,7 @@ def verify_point(
         clock = now
 
     model = session.model_bytes
-    functions = session.front.network.functions
+    functions = session.prepared.network.functions
     if not functions:
         raise ReferenceError("no operator runs on the NPU, there is no schedule to check")
     hybrid = HybridModel(model, functions, "builtin" if kernels == "auto" else kernels)

@@ -6,6 +6,7 @@ points of it share: the cascader's runs, proposal schedules and the SRAM they re
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from cascader.core.cascade import CascadeResult, cascade
 from cascader.core.lru import LruCache
@@ -25,13 +26,21 @@ from cascader.schedule.policies import (
     proposal_plans,
 )
 
-__all__ = ["Point", "PointScheduler", "proposal_options"]
+__all__ = ["Point", "PointScheduler", "ProposalKey", "proposal_options"]
 
 # The cascader's budget of a proposal and the SRAM its schedule really takes differ by a few
 # KiB either way (encoded weight sizes, alignment, buffers the budget counts twice), so a pool
 # looks a little past the budget for a proposal that really fits, trying a few at most.
 _BUDGET_SLACK = 1.04
 _FIT_TRIES = 3
+
+
+class ProposalKey(NamedTuple):
+    """What one proposal's schedule is cached by: the key of the cascader run that made it
+    (`PointScheduler.cascade_key`) and its index among that run's proposals."""
+
+    run: tuple
+    index: int
 
 
 @dataclass(frozen=True)
@@ -79,7 +88,7 @@ class PointScheduler:
         self.layers = LruCache(4)
 
     def cascade_key(self, memory: SystemMemory, options: CascaderOptions, region: int) -> tuple:
-        """What a cascader run of this network depends on; a proposal's key adds its index."""
+        """What a cascader run of this network depends on (a `ProposalKey`'s `run`)."""
         return (*memory.system, proposal_options(options), region)
 
     def proposals(
@@ -101,25 +110,25 @@ class PointScheduler:
         return found
 
     def schedule_key(
-        self, memory: SystemMemory, result: CascadeResult, index: int, key: tuple
+        self, memory: SystemMemory, result: CascadeResult, key: ProposalKey
     ) -> ScheduleKey:
-        """The `ScheduleKey` of proposal `index` of `result` (`key`: its proposal key)."""
+        """The `ScheduleKey` of the proposal of `result` that `key` names."""
         found = self.keys.lookup(key)
         if found is None:
-            plans = proposal_plans(self.network, result.proposals[index], memory)
+            plans = proposal_plans(self.network, result.proposals[key.index], memory)
             found = ScheduleKey("proposal", memory, plans)
             self.keys.keep(key, found)
         return found
 
     def proposal_schedule(
-        self, memory: SystemMemory, result: CascadeResult, index: int, key: tuple
+        self, memory: SystemMemory, result: CascadeResult, key: ProposalKey
     ) -> Schedule:
-        """The schedule of proposal `index` of `result` (`key`: its proposal key)."""
-        content = self.schedule_key(memory, result, index, key)
+        """The schedule of the proposal of `result` that `key` names."""
+        content = self.schedule_key(memory, result, key)
         schedule = self.schedules.lookup(content)
         if schedule is None:
             size = encoded_size(memory.accelerator, self.network.ops)
-            plans = proposal_plans(self.network, result.proposals[index], memory)
+            plans = proposal_plans(self.network, result.proposals[key.index], memory)
             schedule = plans_schedule(self.network, plans, memory, size, check=False)
             self._keep(content, schedule)
         return _for(schedule, memory)
@@ -128,11 +137,11 @@ class PointScheduler:
         self.schedules.keep(content, schedule)
         self.needs.keep(content, schedule.sram_bytes)
 
-    def need(self, memory: SystemMemory, result: CascadeResult, key: tuple) -> int:
-        """The SRAM bytes the schedule of proposal `key[-1]` really takes."""
-        found = self.needs.lookup(self.schedule_key(memory, result, key[-1], key))
+    def need(self, memory: SystemMemory, result: CascadeResult, key: ProposalKey) -> int:
+        """The SRAM bytes the schedule of the proposal `key` names really takes."""
+        found = self.needs.lookup(self.schedule_key(memory, result, key))
         if found is None:
-            found = self.proposal_schedule(memory, result, key[-1], key).sram_bytes
+            found = self.proposal_schedule(memory, result, key).sram_bytes
         return found
 
     def layer_key(
@@ -160,7 +169,7 @@ class PointScheduler:
         memory: SystemMemory,
         options: CascaderOptions,
         proposal_region_bytes: int | None = None,
-    ) -> tuple[CascadeResult, tuple]:
+    ) -> tuple[CascadeResult, ProposalKey]:
         """The proposals with the one chosen for the pool, and the key of its schedule: the
         cascader's own choice (the fastest within its budget) if its schedule really fits,
         else the fastest of the next few near the pool that does; when none fits, the one of
@@ -182,18 +191,18 @@ class PointScheduler:
         )
         tried = [first, *near][:_FIT_TRIES]
         for index in tried:
-            if self.need(memory, generated, (*base, index)) <= pool:
-                return replace(generated, chosen_index=index), (*base, index)
+            if self.need(memory, generated, ProposalKey(base, index)) <= pool:
+                return replace(generated, chosen_index=index), ProposalKey(base, index)
         smallest = sorted(range(len(props)), key=lambda i: (props[i].memory_usage, i))[:_FIT_TRIES]
         index = min(
             dict.fromkeys([*tried, *smallest]),
-            key=lambda i: (self.need(memory, generated, (*base, i)), props[i].cycles, i),
+            key=lambda i: (self.need(memory, generated, ProposalKey(base, i)), props[i].cycles, i),
         )
-        return replace(generated, chosen_index=index), (*base, index)
+        return replace(generated, chosen_index=index), ProposalKey(base, index)
 
-    def chosen_point(self, memory: SystemMemory, result: CascadeResult, key: tuple) -> Point:
-        """The point of the proposal `chosen` picked (`result.chosen_index`, schedule `key`)."""
-        schedule = self.proposal_schedule(memory, result, result.chosen_index, key)
+    def chosen_point(self, memory: SystemMemory, result: CascadeResult, key: ProposalKey) -> Point:
+        """The point of the proposal `chosen` picked (`key`, naming `result.chosen_index`)."""
+        schedule = self.proposal_schedule(memory, result, key)
         return Point(memory, result, schedule, schedule.sram_bytes <= memory.sram_bytes)
 
     def schedule_point(

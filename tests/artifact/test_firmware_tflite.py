@@ -17,7 +17,7 @@ from ai_edge_litert import schema_py_generated as schema
 from ethosu.vela import vela
 from sessions import compile_model
 
-from cascader.artifact.vela_tflite import OFFLINE_ALLOCATION
+from cascader.artifact.firmware_tflite import OFFLINE_ALLOCATION
 from cascader.core.options import CascaderOptions
 from cascader.testing.networks import host_op
 from cascader.testing.shared import shared_dir

@@ -157,7 +157,7 @@ def vela_tflite(
     read_only = add(_uint8_tensor(READ_ONLY, len(compiled.constants), 0), compiled.constants)
     scratch = add(_uint8_tensor(SCRATCH, max(schedule.arena_bytes, 1), 0), None)
     fast = scratch
-    if memory.roles["cascade"] != memory.roles["io"]:
+    if memory.cascade_area != memory.io_area:
         fast = add(_uint8_tensor(SCRATCH_FAST, max(schedule.scratch_bytes, 1), 0), None)
     codes = list(tree.operatorCodes)
     custom = schema.OperatorCodeT()
