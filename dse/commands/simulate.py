@@ -46,22 +46,22 @@ def _compiled(model: bytes) -> bool:
     return any(code.CustomCode() == b"ethos-u" for code in codes)
 
 
-def _timed(command: str, compiled: bytes, args: argparse.Namespace) -> TimedStream | None:
-    """The streams' timed cycles on `args`' system config and memory mode; None (said on
-    stderr) when a command cannot be timed."""
+def _timed(compiled: bytes, args: argparse.Namespace) -> TimedStream | str:
+    """The streams' timed cycles on `args`' system config and memory mode, or why a command
+    cannot be timed (part of the answer, not an error: stderr keeps its one line for the
+    verdict)."""
     config_path = Path(args.vela_config) if args.vela_config else DEFAULT_VELA_INI
     try:
         return time_model(compiled, args.system_config, args.memory_mode, config_path)
     except DeviceConfigError as error:
         raise BadInput(str(error)) from None
     except TimingError as error:
-        print(f"{command}: cannot time the streams: {error}", file=sys.stderr)
-        return None
+        return str(error)
 
 
-def _timed_line(timed: TimedStream | None) -> str:
-    if timed is None:
-        return "timed cycles: not timed"
+def _timed_line(timed: TimedStream | str) -> str:
+    if isinstance(timed, str):
+        return f"timed cycles: not timed ({timed})"
     return (
         f"timed cycles: {timed.cycles:,.0f} (kernel engine busy {timed.busy(True):,.0f}, "
         f"DMA busy {timed.busy(False):,.0f})"
@@ -114,10 +114,11 @@ def check_and_report(
         ) from None
     except SimulationError as error:
         raise BadInput(f"{name}: {str(error).splitlines()[0]}") from None
-    timed = _timed(command, compiled, args)
+    timed = _timed(compiled, args)
     if args.json:
-        cycles = None if timed is None else timed.cycles
-        print(json.dumps({**result.to_json(), "timed_cycles": cycles}))
+        untimed = isinstance(timed, str)
+        print(json.dumps({**result.to_json(), "timed_cycles": None if untimed else timed.cycles,
+                          **({"not_timed": timed} if untimed else {})}))  # fmt: skip
     else:
         print(_table(result) + "\n" + _timed_line(timed))
     warn_constant(command, reference_name, result.outputs, result.samples)
