@@ -95,8 +95,8 @@ _NOT_CASCADER_OPTIONS = ("sram_pool_bytes", "enable_cascader", "buffer_weights",
 
 # The options of the smallest schedules (pool size 0): stripes tiled over every axis keep
 # interior buffers a few bricks wide, and weights stay in flash unless a copy pays for itself.
-# On mobilenet_v2_100_224 (ethos-u55-256, Shared_Sram) they fit in 250.4 KiB, where the
-# default options need 355.9 KiB and Vela's --optimise Size 353.5 KiB (tests/flow/test_floor.py).
+# On mobilenet_v2_100_224 (ethos-u55-256, Shared_Sram) they fit in 250.4 KiB, where the default
+# options need 355.9 KiB and Vela's --optimise Size 353.5 KiB (tests/schedule/test_floor.py).
 # Two stripe factors (each axis whole or one output quantum) reach the floor of five in a
 # fifth of the cascader's time (MobileNetV2: 0.4 s against 1.8 s), as the floor's stripes
 # are one quantum; the sampler then starts its multi-dimensional draws from that cheaper

@@ -268,3 +268,16 @@ def test_layers_below_the_frontend_need_no_tvm(package: str) -> None:
         "assert 'tvm' not in sys.modules, 'tvm was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+# Test folders that check the project across its layers rather than one of them.
+ACROSS_LAYERS = {"fuzz"}
+
+
+def test_the_test_folders_mirror_the_layers() -> None:
+    """Each folder of tests/ is named after the layer it tests (`tests/core` for
+    `cascader.core`, `tests/dse` for `dse`), so a change's tests are found by its package;
+    hostile input across every layer is the one exception (ACROSS_LAYERS)."""
+    layers = {name.rsplit(".", 1)[-1] for name in LAYERS}
+    folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and p.name[0] not in "._"}
+    assert folders - ACROSS_LAYERS <= layers, sorted(folders - ACROSS_LAYERS - layers)

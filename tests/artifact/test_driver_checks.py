@@ -21,6 +21,8 @@ from cascader.testing.networks import CATALOGUE
 from cascader.testing.shared import shared_dir
 from dse.cli import main
 
+pytestmark = pytest.mark.slow  # the full suite only: `pytest -m "not slow"` leaves it out
+
 BUILT = ["two_functions", "three_functions", "chain", "branches", "residual", "concat_skip",
          "mobilenet_like", "SOFTMAX", "TRANSPOSE_CONV", "unet_32", "ds_cnn"]  # fmt: skip
 EXTRA = {"unet_32": lambda: unet(size=32).build(), "ds_cnn": lambda: ds_cnn().build()}

@@ -25,6 +25,8 @@ from cascader.testing.shared import shared_dir
 from cascader.verify.point_check import verify_point
 from dse.cli import main
 
+pytestmark = pytest.mark.slow  # the full suite only: `pytest -m "not slow"` leaves it out
+
 U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
 U65 = ("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram")
 MODES = {

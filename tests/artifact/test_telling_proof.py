@@ -37,6 +37,8 @@ from cascader.verify.reference_kernels import (
 )
 from dse.cli import main
 
+pytestmark = pytest.mark.slow  # the full suite only: `pytest -m "not slow"` leaves it out
+
 SAMPLES = 8
 CONFIG = PointConfig(1 << 20, CascaderOptions(enable_striping=True))
 BUILDER: dict[str, Callable[[], bytes]] = {

@@ -35,6 +35,8 @@ from cascader.ethosu.burst import burst_efficiencies, burst_efficiency
 from cascader.ethosu.graph_json import load_graph
 from cascader.ethosu.part import EthosuPart, _axis_window_sums, _window_sums
 
+pytestmark = pytest.mark.slow  # the full suite only: `pytest -m "not slow"` leaves it out
+
 SHARED = Path(
     os.environ.get("CASCADER_SHARED", Path(__file__).resolve().parents[2].parent / "shared")
 )

@@ -25,6 +25,8 @@ from cascader.testing.shared import shared_dir
 from dse.cli import main
 from dse.sizes import parse_size
 
+pytestmark = pytest.mark.slow  # the full suite only: `pytest -m "not slow"` leaves it out
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 KEYS = {
     "model", "model_sha256", "accelerator", "system_config", "memory_mode", "sram_pool_bytes",
@@ -53,7 +55,7 @@ def test_estimate_json_is_the_design_object(capsys: pytest.CaptureFixture[str]) 
     assert data["host_ops"] == []
     assert data["inference_time_s"] == pytest.approx(data["total_cycles"] / 500e6)
     op_keys = {"name", "tflite_index", "tflite_op", "kind", "stripes", "cycles", "macs", "bytes"}
-    assert set(data["ops"][0]) == op_keys  # names: tests/flow/test_tflite_names.py
+    assert set(data["ops"][0]) == op_keys  # names: tests/pipeline/test_tflite_names.py
 
 
 def test_cascader_and_striping_change_the_schedule(capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,6 +16,8 @@ from dse.config import feasible_trials, load_config, pool_within
 from dse.config_schema import CONFIG_SCHEMA, schema_errors
 from dse.errors import BadInput, NothingFits
 
+pytestmark = pytest.mark.slow  # the full suite only: `pytest -m "not slow"` leaves it out
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 
 

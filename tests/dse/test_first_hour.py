@@ -17,6 +17,8 @@ from optuna.trial import TrialState
 from cascader.testing.shared import shared_dir
 from dse.cli import main
 
+pytestmark = pytest.mark.slow  # the full suite only: `pytest -m "not slow"` leaves it out
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 SHARED = shared_dir()
 

@@ -22,6 +22,8 @@ from cascader.testing.networks import CATALOGUE
 from dse.cli import main
 from dse.study import close_storages
 
+pytestmark = pytest.mark.slow  # the full suite only: `pytest -m "not slow"` leaves it out
+
 
 def _one_line(capsys: pytest.CaptureFixture[str], code: int, words: str) -> None:
     err = capsys.readouterr().err.strip().splitlines()

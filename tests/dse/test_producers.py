@@ -21,6 +21,8 @@ from dse.cli import main
 from dse.front import pareto_front
 from dse.space import VELA_LADDER, align_down
 
+pytestmark = pytest.mark.slow  # the full suite only: `pytest -m "not slow"` leaves it out
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 
 

@@ -32,6 +32,8 @@ from dse.study import load_settings
 from dse.timeline import KINDS
 from dse.vela_points import VELA_ATTR, count_matched
 
+pytestmark = pytest.mark.slow  # the full suite only: `pytest -m "not slow"` leaves it out
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FIGURES = ("front", "layers", "memory", "convergence")

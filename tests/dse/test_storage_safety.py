@@ -25,6 +25,8 @@ from dse.refine import STEP_OF
 from dse.study import close_storages, open_storage
 from dse.tickets import issue, requested_trials
 
+pytestmark = pytest.mark.slow  # the full suite only: `pytest -m "not slow"` leaves it out
+
 # Shortened so a stale claim is retried within seconds; the defaults (10 s beats, 30 s grace)
 # bound the wait at under a minute the same way.
 FAST_HEARTBEAT = {"DSE_HEARTBEAT_SECONDS": "1", "DSE_GRACE_SECONDS": "4"}

@@ -16,6 +16,8 @@ from dse.cli import main
 from dse.driver import make_sampler
 from dse.study import SETTINGS_ATTR
 
+pytestmark = pytest.mark.slow  # the full suite only: `pytest -m "not slow"` leaves it out
+
 SHARED = shared_dir()
 GOLDEN = SHARED / "golden" if SHARED else None
 needs_golden = pytest.mark.skipif(

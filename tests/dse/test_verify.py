@@ -20,6 +20,8 @@ from cascader.verify.tolerance import litert_tolerance
 from dse.cli import main
 from dse.commands.verify import _problem
 
+pytestmark = pytest.mark.slow  # the full suite only: `pytest -m "not slow"` leaves it out
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 
 

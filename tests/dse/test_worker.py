@@ -23,6 +23,8 @@ from dse.space import ALWAYS_COPY_SIZES, DesignPoint, SearchSpace
 from dse.study import NoTicketLeft, open_storage
 from dse.tickets import fail_stale, issue, requested_trials
 
+pytestmark = pytest.mark.slow  # the full suite only: `pytest -m "not slow"` leaves it out
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 # A trial whose point is fully chosen is evaluating it (every parameter of a model study of
 # the cascader).

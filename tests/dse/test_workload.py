@@ -22,6 +22,8 @@ from dse.study import load_settings
 from dse.workload import WORKLOAD_ATTR, workload_studies
 from dse.workload_answer import ModelFront, ModelPoint, config_answer, workload_answers
 
+pytestmark = pytest.mark.slow  # the full suite only: `pytest -m "not slow"` leaves it out
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 CONFIGS = "ethos-u55-128,ethos-u85-256"
 BUDGET_MS = "1.5"

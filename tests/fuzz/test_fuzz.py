@@ -17,6 +17,8 @@ from fuzz_cases import CATEGORIES, FILE_FLAGS, SPECIAL, Study, cases, make_study
 from fuzz_models import base_model, with_fields, with_vector_length
 from fuzz_run import execute, run_case
 
+pytestmark = pytest.mark.slow  # the full suite only: `pytest -m "not slow"` leaves it out
+
 SEED = 21
 # Cases per category in CI: about 400, under a minute on two cores. Every special file under
 # every file flag is one of them (17 x 9).

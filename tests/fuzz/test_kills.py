@@ -17,6 +17,8 @@ from kills import finish, kill_round, new_study, open_tickets, problems
 
 from cascader.testing.networks import single_op_model
 
+pytestmark = pytest.mark.slow  # the full suite only: `pytest -m "not slow"` leaves it out
+
 KILLS = 2
 
 

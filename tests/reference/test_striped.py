@@ -27,6 +27,8 @@ from cascader.testing.shared import shared_dir
 from cascader.verify.litert import random_inputs
 from cascader.verify.model_reference import ModelReference
 
+pytestmark = pytest.mark.slow  # the full suite only: `pytest -m "not slow"` leaves it out
+
 _EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 _COMPOSITIONS = {"chain", "residual", "concat_skip", "branches", "mobilenet_like"}
 _SINGLE_OPS = sorted(set(CATALOGUE) - _COMPOSITIONS)

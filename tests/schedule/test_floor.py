@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from flow_models import model_path
+from model_cases import model_path
 from sessions import estimate, prepared_model, session
 from test_schedule import check_allocation, check_schedule
 
@@ -22,6 +22,8 @@ from cascader.ir.schedule import Stripe
 from cascader.schedule.policies import proposal_schedule
 from cascader.verify.point_check import verify_point
 from dse.space import SMALLEST, SearchSpace
+
+pytestmark = pytest.mark.slow  # the full suite only: `pytest -m "not slow"` leaves it out
 
 U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
 VELA_SIZE_FLOOR = 361_984  # Vela 5.2 --optimise Size, regor: 353.5 KiB

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from flow_models import MODEL_NAMES, model_path
+from model_cases import MODEL_NAMES, model_path
 from sessions import estimate
 
 from cascader.core.options import CascaderOptions
@@ -18,7 +18,7 @@ from dse.space import SMALLEST
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
-# The point tests/flow/test_floor.py scores on mobilenet_v2_100_224: the session keeps it.
+# The point tests/schedule/test_floor.py scores on mobilenet_v2_100_224: the session keeps it.
 POOL, REGION = 256 * 1024, 4 << 20
 
 

@@ -5,7 +5,7 @@ plans that read it agree (the schedule and the evaluator take one home per tenso
 from __future__ import annotations
 
 import pytest
-from flow_models import model_path
+from model_cases import model_path
 from sessions import prepared_model
 
 from cascader.core.options import CascaderOptions

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tflite
 import tvm
-from flow_models import model_path
+from model_cases import model_path
 
 from cascader.frontend.errors import ModelError
 from cascader.frontend.tflite_check import FLOAT_MESSAGE

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from ethosu.vela.scaling import quantise_scale
-from flow_models import act, const, model_path, one_op_model
+from model_cases import act, const, model_path, one_op_model
 
 from cascader.frontend.legalize import choose_layouts, legalize, lut_values, remove_identities
 from cascader.frontend.partition import partition_for_ethosu

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tflite
 import tvm
-from flow_models import act, const, one_op_model
+from model_cases import act, const, one_op_model
 from tvm.relax.frontend.tflite import from_tflite
 
 from cascader.frontend.legalize import npu_op_summary

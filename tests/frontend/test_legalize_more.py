@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from flow_models import act, const, one_op_model
+from model_cases import act, const, one_op_model
 
 from cascader.frontend.legalize import legalize
 from cascader.frontend.mean import mean_multiplier

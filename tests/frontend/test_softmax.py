@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ethosu.vela.softmax import SoftMax
-from flow_models import MODEL_NAMES, act, model_path, one_op_model
+from model_cases import MODEL_NAMES, act, model_path, one_op_model
 
 from cascader.frontend.legalize import choose_layouts, legalize, remove_identities
 from cascader.frontend.partition import host_ops, partition_for_ethosu

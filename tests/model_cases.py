@@ -1,4 +1,5 @@
-"""Where the flow tests find the developer model set (../shared/models, or $CASCADER_SHARED)."""
+"""The shared models (../shared/models, or $CASCADER_SHARED) and one-operator model cases the
+frontend, schedule and pipeline tests build on."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from cascader.testing.tflite_writer import OperatorDef, TensorDef, write_model
 
 SHARED = Path(
-    os.environ.get("CASCADER_SHARED", Path(__file__).resolve().parents[2].parent / "shared")
+    os.environ.get("CASCADER_SHARED", Path(__file__).resolve().parents[1].parent / "shared")
 )
 MODELS = SHARED / "models"
 MODEL_NAMES = (

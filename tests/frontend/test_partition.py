@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from flow_models import act, const, model_path, one_op_model
+from model_cases import act, const, model_path, one_op_model
 
 from cascader.frontend.legalize import npu_op_summary
 from cascader.frontend.partition import host_ops, partition_for_ethosu
