@@ -4,7 +4,9 @@ reference, the point's stripe schedule and the point's command streams on the si
 report the largest differences per output. Exit 0 when the schedule and the command streams
 equal the reference, the simulator finds nothing and the reference is within one step of
 litert; 1 otherwise, with one line on stderr saying which output and by how much (the JSON
-or table is printed either way), or when the schedule cannot run."""
+or table is printed either way), or when the schedule cannot run. A config of Vela's own point
+is verified as `dse simulate` checks a file: Vela's `_vela.tflite` on the simulator against
+litert."""
 
 from __future__ import annotations
 
