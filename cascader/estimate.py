@@ -133,6 +133,10 @@ class Estimate:
     # Who made the schedule: this project's cascader, or Vela's own compiler ("vela", whose
     # `options` are None: it is no cascader schedule).
     producer: str = "cascader"
+    # The least SRAM any schedule of the model needs on this memory mode, and how that is
+    # reached (`cascader.schedule.lower_bound`): what the floor is compared with.
+    sram_lower_bound_bytes: int | None = None
+    sram_lower_bound_derivation: str | None = None
 
     @classmethod
     def of_report(
@@ -196,6 +200,9 @@ class Estimate:
         if self.unscheduled is not None:
             data["unscheduled"] = self.unscheduled
         data.update(sram_used_bytes=self.sram_used_bytes, total_cycles=self.total_cycles)
+        if self.sram_lower_bound_bytes is not None:
+            data["sram_lower_bound_bytes"] = self.sram_lower_bound_bytes
+            data["sram_lower_bound_derivation"] = self.sram_lower_bound_derivation
         if self.npu_cycles is not None:
             data["npu_cycles"] = self.npu_cycles
         if self.macs is not None:
@@ -245,4 +252,6 @@ class Estimate:
             cascader_seconds=cascader.get("seconds", data.get("cascader_seconds")),
             buffer_weights=cascader.get("buffer_weights", True),
             producer=data.get("producer", "cascader"),
+            sram_lower_bound_bytes=data.get("sram_lower_bound_bytes"),
+            sram_lower_bound_derivation=data.get("sram_lower_bound_derivation"),
         )

@@ -26,6 +26,7 @@ from cascader.ethosu.perf import evaluate
 from cascader.frontend.passes import FrontHalf, front_half
 from cascader.frontend.tflite_import import load_tflite
 from cascader.ir.origins import TfliteOrigin
+from cascader.schedule.lower_bound import SramLowerBound, derivation, sram_lower_bound
 from cascader.schedule.network import Network, network
 from cascader.schedule.point_scheduler import Point, PointScheduler
 
@@ -77,6 +78,27 @@ class Session:
         # same proposal, option sets make the same plans, and scoring is most of a point's
         # time.
         self.scores = LruCache(1024)
+
+    @cached_property
+    def _bound_with_arena_in_sram(self) -> tuple[SramLowerBound, str]:
+        """The SRAM lower bound where the arena is in SRAM, and how it is reached: a pure
+        function of the network, asked by every point."""
+        bound = sram_lower_bound(self.prepared.network)
+        if bound.part is None:
+            return bound, derivation(bound, self.prepared.network, "")
+        op = self.prepared.network.ops[bound.part]
+        origin = self.prepared.origins.get(op.name)
+        label = f"{origin.op} {origin.tensor!r}" if origin is not None else repr(op.name)
+        return bound, derivation(bound, self.prepared.network, label)
+
+    def sram_lower_bound(self, memory: SystemMemory) -> tuple[SramLowerBound, str]:
+        """The least SRAM any schedule of the model needs on `memory`'s memory mode
+        (`cascader.schedule.lower_bound`: nothing when the arena is elsewhere), and how it
+        is reached, in a sentence."""
+        if memory.io_area != "sram":
+            bound = sram_lower_bound(self.prepared.network, io_in_memory=False)
+            return bound, derivation(bound, self.prepared.network, "")
+        return self._bound_with_arena_in_sram
 
     def _options(self, config: PointConfig, memory: SystemMemory) -> CascaderOptions | None:
         if config.options is None:
@@ -144,6 +166,9 @@ class Session:
         estimate = Estimate.of_report(
             model, memory, options, sram_used, report, self.prepared.origins
         )
+        bound, how = self.sram_lower_bound(memory)
+        estimate = replace(estimate, sram_lower_bound_bytes=bound.bytes,
+                           sram_lower_bound_derivation=how)  # fmt: skip
         if chosen is not None:
             estimate = replace(
                 estimate, proposals=len(chosen.proposals), chosen_index=chosen.chosen_index

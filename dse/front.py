@@ -107,3 +107,16 @@ def vela_choices(config: dict) -> str:
     if config["vela_allocator"] != "HillClimb":
         flags.append(f"--tensor-allocator {config['vela_allocator']}")
     return ", ".join(flags)
+
+
+def lower_bound_fact(trials: list[optuna.trial.FrozenTrial]) -> str | None:
+    """The model's SRAM lower bound as the cascader's trials stored it, and how it is
+    reached (None before any such trial, or in a study stored without it)."""
+    for trial in trials:
+        metrics = trial.user_attrs["metrics"]
+        if metrics.get("sram_lower_bound_bytes") is not None:
+            return (
+                f"{format_size(metrics['sram_lower_bound_bytes'])}: no schedule needs less; "
+                f"{metrics['sram_lower_bound_derivation']}"
+            )
+    return None

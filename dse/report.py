@@ -18,7 +18,7 @@ from dse.cascade_map import CASCADE_COLUMNS, cascade_rows
 from dse.convergence import History, front_history
 from dse.errors import BadInput
 from dse.evaluators import model_session
-from dse.front import format_front, front_rows, pareto_front
+from dse.front import format_front, front_rows, lower_bound_fact, pareto_front
 from dse.plots.convergence import convergence_plot
 from dse.plots.front import Budgets, FrontData, dram_plot, front_plot, has_dram_traffic
 from dse.plots.importance import importance_plot, importances
@@ -107,6 +107,9 @@ def _facts(
     if feasible:
         floor = min(t.user_attrs["metrics"]["sram_used_bytes"] for t in feasible)
         facts.append(("smallest SRAM that fits", format_size(floor)))
+    bound = lower_bound_fact(complete)
+    if bound is not None:
+        facts.append(("SRAM lower bound", bound))
     if history is not None and history.vela_points:
         facts.append(("Vela's points", _vela_convergence(history)))
     return facts

@@ -58,9 +58,11 @@ def cascader_options(args: argparse.Namespace) -> CascaderOptions | None:
 def nothing_fits(result: Estimate) -> NothingFits:
     """When no schedule fits, the point was scored with the smallest one, so its SRAM use is
     the least any schedule needs."""
+    bound = result.sram_lower_bound_bytes
+    limit = f" (and none of any kind could need less than {bound})" if bound is not None else ""
     return NothingFits(
         f"nothing fits in {result.sram_pool_bytes} bytes; the smallest schedule needs "
-        f"{result.sram_used_bytes} bytes"
+        f"{result.sram_used_bytes} bytes{limit}"
     )
 
 
@@ -199,7 +201,17 @@ def _table(result: Estimate) -> str:
     lines.append(
         f"{total}, {data['npu_ops']} NPU ops, host ops: {', '.join(data['host_ops']) or 'none'}"
     )
+    if result.sram_lower_bound_bytes is not None:
+        lines.append(lower_bound_line(result))
     return "\n".join(lines)
+
+
+def lower_bound_line(result: Estimate) -> str:
+    """The SRAM lower bound beside what the point uses, and how the bound is reached."""
+    return (
+        f"SRAM lower bound {format_size(result.sram_lower_bound_bytes or 0)} (no schedule of "
+        f"this model needs less on {result.memory_mode}): {result.sram_lower_bound_derivation}"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

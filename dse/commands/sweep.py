@@ -18,7 +18,7 @@ from dse.defaults import DEFAULT_OBJECTIVES, SRAM_MAX, SRAM_MIN
 from dse.driver import issue_trials, run_sweep
 from dse.errors import BadInput
 from dse.evaluators import make_evaluator
-from dse.front import format_front, front_rows, pareto_front
+from dse.front import format_front, front_rows, lower_bound_fact, pareto_front
 from dse.gc_policy import collected_between_evaluations
 from dse.phases import say
 from dse.scoring_pool import ScoringPool
@@ -198,6 +198,9 @@ def _sweep(args: argparse.Namespace) -> int:
         return 0
     print(f"Pareto front of {name} ({_trial_count(completed)}; {len(rows)} on the front):")
     print(format_front(rows) if rows else "(no feasible point yet: raise --sram-max)")
+    bound = lower_bound_fact(completed)
+    if bound is not None:
+        print(f"SRAM lower bound {bound}")
     if describe(cache):
         print(f"cache: {describe(cache)}")
     vela = vela_points(study)

@@ -83,7 +83,15 @@ def test_nothing_fits_exits_3_with_the_smallest_need(capsys: pytest.CaptureFixtu
     assert len(err) == 1
     assert "nothing fits in 32768 bytes; the smallest schedule needs" in err[0]
     needed = int(err[0].split("needs ")[1].split()[0])
-    assert needed > 32768
+    bound = int(err[0].split("could need less than ")[1].rstrip(")"))
+    assert needed > 32768 and 0 < bound <= needed
+
+
+def test_the_table_ends_with_the_lower_bound(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "--model", str(EXAMPLE), "--sram", "1MiB"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("SRAM lower bound 27.0 KiB (no schedule of this model needs less on ")
+    assert "beside input_0 (27,648 B) held whole" in last
 
 
 def test_infeasible_points_are_scores_not_errors_for_the_library() -> None:

@@ -167,6 +167,7 @@ def test_report_writes_self_contained_page_plots_and_summary(
     assert re.search(r"matched (Vela's \d+ points at trial \d+|\d+ of Vela's \d+ points)", summary)
     assert "| cascade | layer | operator |" in summary and "SRAM peaks at" in summary
     assert "is ever live" in summary and "to gaps between buffers" in summary
+    assert re.search(r"SRAM lower bound\*\*: [\d.]+ KiB: no schedule needs less; while ", summary)
     for point in result["front"]:
         assert f"{point['trial']:>5}" in summary
 
