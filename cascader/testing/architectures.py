@@ -1,9 +1,10 @@
 """Real architectures users bring, built with the project's model builder (random weights,
 int8, no TensorFlow): a U-Net, an EfficientNet-B0-like network, a ResNet-50-like network,
-MobileNetV1 1.0 and a DS-CNN keyword spotter. They are the shapes a schedule must handle
-well beyond the shared models: concatenated skips and transpose-conv up paths,
-squeeze-excite and swish, bottlenecks with quantized PAD, wide 224x224 activations, and a
-10x4 stride-(2, 1) first convolution.
+MobileNetV1 1.0, a DS-CNN keyword spotter, MobileNetV2 0.35 at 96x96 and a person detector
+(MobileNetV1 0.25 on 192x192 grey images). They are the shapes a schedule must handle well
+beyond the shared models: concatenated skips and transpose-conv up paths, squeeze-excite
+and swish, bottlenecks with quantized PAD, wide 224x224 activations, a 10x4 stride-(2, 1)
+first convolution, and small networks whose first layers hold most of their activations.
 
 Building one at 224x224 evaluates every layer on the calibration batch in float numpy (tens
 of seconds), so `build_cached` keeps the bytes under `.cache/models/` (git ignores it)."""
@@ -110,16 +111,58 @@ def resnet50_like(seed: int = 0, size: int = 224, classes: int = 1000) -> ModelB
     return b
 
 
-def mobilenet_v1(seed: int = 0, size: int = 224, alpha: float = 1.0, classes: int = 1000):
+def mobilenet_v1(
+    seed: int = 0, size: int = 224, alpha: float = 1.0, classes: int = 1000, channels: int = 3
+) -> ModelBuilder:
     """MobileNetV1: a strided 3x3 stem, 13 depthwise/pointwise pairs, mean, classifier."""
     b = ModelBuilder(seed, _CALIBRATION, name=f"mobilenet_v1_{alpha} {size}")
-    x = b.conv2d(b.input((1, size, size, 3)), int(32 * alpha), kernel=3, stride=2,
+    x = b.conv2d(b.input((1, size, size, channels)), int(32 * alpha), kernel=3, stride=2,
                  activation="RELU6")  # fmt: skip
     plan = ((64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), *[(512, 1)] * 5,
             (1024, 2), (1024, 1))  # fmt: skip
     for channels, stride in plan:
         x = b.depthwise_conv2d(x, kernel=3, stride=stride, activation="RELU6")
         x = b.conv2d(x, int(channels * alpha), kernel=1, activation="RELU6")
+    x = b.mean(x, keep_dims=False)
+    b.output(b.softmax(b.fully_connected(x, classes)))
+    return b
+
+
+def person_detection(seed: int = 0) -> ModelBuilder:
+    """The person detector of TFLite Micro's example: MobileNetV1 0.25 on 192x192 grey
+    images, two classes."""
+    return mobilenet_v1(seed, size=192, alpha=0.25, classes=2, channels=1)
+
+
+def _divisible(channels: float) -> int:
+    """MobileNetV2's channel rounding: to the nearest multiple of 8, never 10% below."""
+    rounded = max(8, int(channels + 4) // 8 * 8)
+    return rounded + 8 if rounded < 0.9 * channels else rounded
+
+
+# (expansion, output channels, repeats, stride) per stage, as in MobileNetV2.
+_MOBILENET_V2 = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+                 (6, 160, 3, 2), (6, 320, 1, 1))  # fmt: skip
+
+
+def mobilenet_v2(
+    seed: int = 0, size: int = 96, alpha: float = 0.35, classes: int = 1000
+) -> ModelBuilder:
+    """MobileNetV2: a strided stem, inverted residuals (expand, depthwise, project, residual
+    ADD), a 1280-channel head, mean, classifier."""
+    b = ModelBuilder(seed, _CALIBRATION, name=f"mobilenet_v2_{alpha} {size}")
+    x = b.conv2d(b.input((1, size, size, 3)), _divisible(32 * alpha), kernel=3, stride=2,
+                 activation="RELU6")  # fmt: skip
+    for expansion, out, repeats, stride in _MOBILENET_V2:
+        for i in range(repeats):
+            y = x
+            if expansion != 1:
+                y = b.conv2d(y, x.shape[3] * expansion, kernel=1, activation="RELU6")
+            y = b.depthwise_conv2d(y, kernel=3, stride=stride if i == 0 else 1,
+                                   activation="RELU6")  # fmt: skip
+            y = b.conv2d(y, _divisible(out * alpha), kernel=1, activation="NONE")
+            x = b.add(x, y) if y.shape == x.shape else y
+    x = b.conv2d(x, 1280, kernel=1, activation="RELU6")
     x = b.mean(x, keep_dims=False)
     b.output(b.softmax(b.fully_connected(x, classes)))
     return b
@@ -145,6 +188,8 @@ ARCHITECTURES: dict[str, Callable[[], ModelBuilder]] = {
     "resnet50_like": resnet50_like,
     "mobilenet_v1_100_224": mobilenet_v1,
     "ds_cnn": ds_cnn,
+    "mobilenet_v2_035_96": mobilenet_v2,
+    "person_detection_192": person_detection,
 }
 
 
