@@ -128,10 +128,10 @@ def mobilenet_v1(
     return b
 
 
-def person_detection(seed: int = 0) -> ModelBuilder:
-    """The person detector of TFLite Micro's example: MobileNetV1 0.25 on 192x192 grey
-    images, two classes."""
-    return mobilenet_v1(seed, size=192, alpha=0.25, classes=2, channels=1)
+def person_detection(seed: int = 0, size: int = 192) -> ModelBuilder:
+    """The person detector of TFLite Micro's example: MobileNetV1 0.25 on grey images (192x192
+    there), two classes."""
+    return mobilenet_v1(seed, size=size, alpha=0.25, classes=2, channels=1)
 
 
 def _divisible(channels: float) -> int:

@@ -47,6 +47,8 @@ BUILDER: dict[str, Callable[[], bytes]] = {
     "resnet50_like": lambda: arch.resnet50_like(size=32).build(),
     "ds_cnn": lambda: arch.ds_cnn().build(),
     "unet": lambda: arch.unet(size=32).build(),
+    "mobilenet_v2_035": lambda: arch.mobilenet_v2(size=32, classes=10).build(),
+    "person_detection": lambda: arch.person_detection(size=48).build(),
 }
 
 

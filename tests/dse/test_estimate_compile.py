@@ -17,6 +17,8 @@ from cascader.testing.architectures import (
     ds_cnn,
     efficientnet_b0_like,
     mobilenet_v1,
+    mobilenet_v2,
+    person_detection,
     resnet50_like,
     unet,
 )
@@ -357,6 +359,8 @@ _SMALL_ARCHITECTURES = {
     "resnet50": lambda: resnet50_like(size=32, classes=10),
     "mobilenet_v1": lambda: mobilenet_v1(size=32, classes=10),
     "ds_cnn": ds_cnn,
+    "mobilenet_v2_035": lambda: mobilenet_v2(size=32, classes=10),
+    "person_detection": lambda: person_detection(size=48),
 }
 
 
