@@ -28,6 +28,7 @@ from dse.plots.figure import (
     log_range,
     save,
     size_axis,
+    size_label,
 )
 from dse.vela_points import SIZE, optimise
 
@@ -60,6 +61,15 @@ class FrontData:
     infeasible: list[dict]
     front: list[dict]
     vela: list[dict]
+
+    @property
+    def lower_bound(self) -> int | None:
+        """The model's SRAM lower bound as the trials stored it (None when none did, or
+        when it is 0: the arena is not in SRAM, and a log axis has no 0)."""
+        for m in self.feasible + self.infeasible:
+            if m.get("sram_lower_bound_bytes"):
+                return m["sram_lower_bound_bytes"]
+        return None
 
     @property
     def clock_hz(self) -> float | None:
@@ -184,6 +194,11 @@ def front_plot(data: FrontData, budgets: Budgets, out: Path) -> Plot:
     xs = _sram(data.feasible) + _sram(data.infeasible) + _vela(ax, data.vela, "cycles_total")
     xs += list(budgets.sram)
     _budget_lines(ax, budgets, horizontal=True)
+    if data.lower_bound is not None:
+        ax.axvline(data.lower_bound, color="tab:brown", ls=":", lw=1.2,
+                   label=f"SRAM lower bound {size_label(data.lower_bound)}: no schedule "
+                   "needs less")  # fmt: skip
+        xs.append(data.lower_bound)
     top = _fitted_top(data, budgets)
     if top is not None:
         kept = [c for c in _cycles(data.feasible) + _cycles(data.infeasible) if c <= top]

@@ -300,3 +300,13 @@ def test_optuna_dashboard_lists_the_study_with_its_metric_names(swept: tuple[str
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+def test_the_front_plot_draws_the_lower_bound_where_the_arena_is_in_sram() -> None:
+    from dse.plots.front import FrontData
+
+    in_sram = {"sram_used_bytes": 4096, "total_cycles": 1.0, "sram_lower_bound_bytes": 1024}
+    in_dram = {**in_sram, "sram_lower_bound_bytes": 0}
+    assert FrontData("s", [in_sram], [], [in_sram], []).lower_bound == 1024
+    assert FrontData("s", [in_dram], [], [in_dram], []).lower_bound is None  # no 0 on a log axis
+    assert FrontData("s", [{"sram_used_bytes": 1}], [], [], []).lower_bound is None  # stored before
