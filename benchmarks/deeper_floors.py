@@ -3,6 +3,7 @@ price, beside the model's SRAM lower bound (`cascader.schedule.lower_bound`).
 
 Run: python benchmarks/deeper_floors.py [--trials 60] [--models unet,...] [--devices u55,u65]
                                         [-o FILE.md] [--partial FILE.jsonl]
+     python benchmarks/deeper_floors.py --table FILE.jsonl
 
 For each architecture of `cascader.testing.architectures` on ethos-u55-256 and ethos-u65-256,
 both Shared_Sram (the arena in SRAM), a default `dse sweep` (both producers: the cascader
@@ -87,33 +88,37 @@ def measure(model: str, device: str, trials: int) -> dict:
         ),
         None,
     )
-    fastest = min(cycles for _, cycles, _ in front)
-    row = {
+    return {
         "model": model,
         "device": device,
         "trials": len(trials_done),
         "seconds": round(seconds, 1),
         "bound": bound,
-        "floor": front[0][0],
-        "floor_cycles": front[0][1],
-        "fastest": fastest,
         "front": [[sram, cycles] for sram, cycles, _ in front],
         "vela_size": min((m["sram_used_bytes"] for m in size), default=None),
         "vela_size_cycles": min((m["total_cycles"] for m in size), default=None),
+        "allocation": allocation(path, DEVICES[device]),
     }
+
+
+def figures(row: dict) -> dict:
+    """What the table shows of a measured row: the floor, the fastest cycles, the smallest
+    SRAM within each check's cycles, and the widest steps."""
+    front = row["front"]
+    fastest = min(cycles for _, cycles in front)
+    found = {"floor": front[0][0], "floor_cycles": front[0][1], "fastest": fastest}
     for factor, _, _ in CHECKS:
-        row[f"at_{factor}x"] = min(sram for sram, cycles, _ in front if cycles <= factor * fastest)
-    row["widest_step"] = _widest_step(front, row["vela_size"], buying=False)
-    row["widest_buying_step"] = _widest_step(front, row["vela_size"], buying=True)
-    row["allocation"] = allocation(path, DEVICES[device])
-    return row
+        found[factor] = min(sram for sram, cycles in front if cycles <= factor * fastest)
+    found["widest"] = _widest_step(front, row["vela_size"], buying=False)
+    found["buying"] = _widest_step(front, row["vela_size"], buying=True)
+    return found
 
 
-def _widest_step(front: list[tuple], up_to: int | None, buying: bool) -> float:
+def _widest_step(front: list[list], up_to: int | None, buying: bool) -> float:
     """The largest SRAM ratio between neighbouring front points from the floor to `up_to`
     (and to the first point past it); with `buying`, only of steps to a point that is more
     than 1% faster."""
-    points = [(sram, cycles) for sram, cycles, _ in front]
+    points = [(sram, cycles) for sram, cycles in front]
     if up_to is not None:
         past = next((i for i, (s, _) in enumerate(points) if s >= up_to), len(points) - 1)
         points = points[: past + 1]
@@ -140,14 +145,14 @@ def allocation(path: Path, device: tuple[str, str, str]) -> float:
 
 
 def verdicts(row: dict) -> list[bool]:
-    """Per check of CHECKS, whether the row meets it; then whether no step is wider than GAP."""
-    met = []
+    """Per check of CHECKS, whether the row meets it; then whether no step that buys speed
+    is wider than GAP."""
+    found, met = figures(row), []
     for factor, share, of_bound in CHECKS:
-        sram = row[f"at_{factor}x"]
-        below = row["vela_size"] is not None and sram <= share * row["vela_size"]
-        near = row["bound"] is not None and sram <= of_bound * max(row["bound"], 1)
+        below = row["vela_size"] is not None and found[factor] <= share * row["vela_size"]
+        near = row["bound"] is not None and found[factor] <= of_bound * max(row["bound"], 1)
         met.append(below or near)
-    met.append(row.get("widest_buying_step", row["widest_step"]) <= GAP)
+    met.append(found["buying"] <= GAP)
     return met
 
 
@@ -160,17 +165,16 @@ def table(rows: list[dict]) -> str:
     )
     lines = [head]
     for r in rows:
-        size = r["vela_size"]
+        f, size = figures(r), r["vela_size"]
         checks = "".join("y" if ok else "n" for ok in verdicts(r))
         vela = f"{format_size(size)} ({r['vela_size_cycles'] / 1e6:.2f} M)" if size else "-"
+        allocation = f"{r['allocation']:.3f}" if "allocation" in r else "-"
         lines.append(
             f"| {r['model']} | {r['device']} | {format_size(r['bound'] or 0)} "
-            f"| {format_size(r['floor'])} ({r['floor_cycles'] / 1e6:.2f} M) "
-            f"| {r['fastest'] / 1e6:.2f} M | {format_size(r['at_1.5x'])} "
-            f"| {format_size(r['at_2.0x'])} | {vela} | {_versus(r['at_1.5x'], size)} "
-            f"| {_versus(r['at_2.0x'], size)} | {r['widest_step']:.2f} "
-            f"({r.get('widest_buying_step', r['widest_step']):.2f}) "
-            f"| {r['allocation']:.3f} | {checks} |"
+            f"| {format_size(f['floor'])} ({f['floor_cycles'] / 1e6:.2f} M) "
+            f"| {f['fastest'] / 1e6:.2f} M | {format_size(f[1.5])} | {format_size(f[2.0])} "
+            f"| {vela} | {_versus(f[1.5], size)} | {_versus(f[2.0], size)} "
+            f"| {f['widest']:.2f} ({f['buying']:.2f}) | {allocation} | {checks} |"
         )
     return "\n".join(lines)
 
@@ -186,7 +190,11 @@ def main() -> int:
     parser.add_argument("--devices", default=",".join(DEVICES))
     parser.add_argument("-o", "--output", type=Path)
     parser.add_argument("--partial", type=Path, help="append each case's row here (JSON lines)")
+    parser.add_argument("--table", type=Path, help="only print the table of a --partial file")
     args = parser.parse_args()
+    if args.table is not None:
+        print(table([json.loads(line) for line in args.table.read_text().splitlines()]))
+        return 0
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     rows = []
     for model in args.models.split(","):
