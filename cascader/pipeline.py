@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cascader.core.gc_pause import collector_paused
 from cascader.core.lru import LruCache
@@ -23,12 +24,13 @@ from cascader.estimate import Device, Estimate, PointConfig
 from cascader.ethosu.codegen import Compiled, generate, scored_ops
 from cascader.ethosu.memory import SystemMemory
 from cascader.ethosu.perf import evaluate
-from cascader.frontend.passes import FrontHalf, front_half
-from cascader.frontend.tflite_import import load_tflite
 from cascader.ir.origins import TfliteOrigin
 from cascader.schedule.lower_bound import SramLowerBound, derivation, sram_lower_bound
 from cascader.schedule.network import Network, network
 from cascader.schedule.point_scheduler import Point, PointScheduler
+
+if TYPE_CHECKING:
+    from cascader.frontend.passes import FrontHalf
 
 __all__ = ["PreparedModel", "Session", "prepare_model"]
 
@@ -53,7 +55,10 @@ def prepare_model(model: bytes, accelerator: str, half: FrontHalf | None = None)
     """Import, partition and legalize `model` and build its cascader graph for `accelerator`.
     `half`: the model's `front_half` when the caller has it (it does not depend on the
     accelerator, and building the graph leaves it as it was)."""
-    half = front_half(model) if half is None else half
+    if half is None:
+        from cascader.frontend.passes import front_half  # TVM: only where a model is imported
+
+        half = front_half(model)
     sha = hashlib.sha256(model).hexdigest()
     net = network(list(half.functions), accelerator, half.ties)
     return PreparedModel(sha, net, half.host_ops, half.origins)
@@ -65,12 +70,18 @@ class Session:
     scored and compiled from it. `prepared` may be given when the caller already has it."""
 
     def __init__(
-        self, model: str | Path | bytes, device: Device, prepared: PreparedModel | None = None
+        self,
+        model: str | Path | bytes,
+        device: Device,
+        prepared: PreparedModel | None = None,
+        name: str | None = None,
     ) -> None:
         if isinstance(model, bytes | bytearray):
-            self.model_bytes, self.model_name = bytes(model), "model.tflite"
+            self.model_bytes, self.model_name = bytes(model), name or "model.tflite"
         else:
-            self.model_bytes, self.model_name = load_tflite(model), Path(model).name
+            from cascader.frontend.tflite_import import load_tflite  # TVM, as prepare_model
+
+            self.model_bytes, self.model_name = load_tflite(model), name or Path(model).name
         self.device = device
         self.prepared = prepared or prepare_model(self.model_bytes, device.accelerator)
         self.scheduler = self.prepared.scheduler

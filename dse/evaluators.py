@@ -4,9 +4,12 @@ rebuild it from the stored settings alone."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import io
+import pickle
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cascader.core.lru import LruCache
 from cascader.estimate import Estimate
@@ -17,6 +20,9 @@ from dse.objective import Evaluator, MemoizedEvaluator
 from dse.space import DesignPoint
 from dse.study import StudySettings, source_sha256
 from dse.vela_evaluator import VelaEvaluator
+
+if TYPE_CHECKING:
+    from cascader.pipeline import PreparedModel
 
 
 def source_file(settings: StudySettings) -> Path:
@@ -49,10 +55,7 @@ class ModelEvaluator(MemoizedEvaluator):
     def __init__(self, settings: StudySettings, path: Path) -> None:
         super().__init__()
         from cascader.estimate import Device
-        from cascader.frontend.legalize import LegalizeError
-        from cascader.frontend.passes import front_half
-        from cascader.frontend.tflite_import import load_tflite
-        from cascader.pipeline import Session, prepare_model
+        from cascader.pipeline import Session
 
         self.settings = settings
         self.path = path
@@ -60,17 +63,12 @@ class ModelEvaluator(MemoizedEvaluator):
                         settings.vela_config)  # fmt: skip
         # Names and the model are checked here, before a study is created or touched.
         device.memory(settings.sram_max)
-        try:
-            model = load_tflite(path)
-            sha = hashlib.sha256(model).hexdigest()
-            half = _FRONT_HALVES.lookup(sha)
-            if half is None:
-                half = front_half(model)
-                _FRONT_HALVES.keep(sha, half)
-            prepared = prepare_model(model, settings.accelerator, half)
-            self.session = Session(path, device, prepared)
-        except LegalizeError as error:
-            raise BadInput(f"{path}: {error}") from None
+        data = path.read_bytes() if _HANDED else b""
+        handed = _HANDED.get((hashlib.sha256(data).hexdigest(), settings.accelerator))
+        if handed is not None:  # checked where it was prepared: no TVM, no front half here
+            self.session = Session(data, device, handed, name=path.name)
+        else:
+            self.session = Session(path, device, _prepared(path, settings.accelerator))
         if not self.session.prepared.network.graph.parts:
             raise BadInput(f"{path}: no operator runs on the NPU, so there is nothing to explore")
 
@@ -107,6 +105,53 @@ class ModelEvaluator(MemoizedEvaluator):
                 unscheduled=str(error),
             )
         return result.with_source(str(self.path))
+
+
+def _prepared(path: Path, accelerator: str) -> PreparedModel:
+    """The model at `path` read, checked and prepared for `accelerator` (its front half kept
+    in `_FRONT_HALVES`)."""
+    from cascader.frontend.legalize import LegalizeError
+    from cascader.frontend.passes import front_half
+    from cascader.frontend.tflite_import import load_tflite
+    from cascader.pipeline import prepare_model
+
+    try:
+        model = load_tflite(path)
+        sha = hashlib.sha256(model).hexdigest()
+        half = _FRONT_HALVES.lookup(sha)
+        if half is None:
+            half = front_half(model)
+            _FRONT_HALVES.keep(sha, half)
+        return prepare_model(model, accelerator, half)
+    except LegalizeError as error:
+        raise BadInput(f"{path}: {error}") from None
+
+
+# Per scoring worker: the prepared models the sweep's process handed over (`handover`), by
+# the model's sha256 and accelerator, so the worker's evaluators neither import TVM nor run
+# the front half and the graph build again. Never evicted: a worker lives for one sweep, and
+# is handed one model.
+_HANDED: dict[tuple[str, str], PreparedModel] = {}
+
+
+def handover(evaluate: Evaluator) -> bytes | None:
+    """What a scoring worker needs to score `evaluate`'s model points without preparing the
+    model itself (`take_over`): its prepared model, pickled; None for an evaluator of no
+    model (a graph, or Vela's producer alone)."""
+    found = evaluate
+    if isinstance(evaluate, ProducerEvaluator):
+        found = evaluate.by_producer.get("cascader")
+    if not isinstance(found, ModelEvaluator):
+        return None
+    prepared = found.session.prepared
+    # A copy without the scheduler the sweep's session built: the worker keeps its own.
+    return pickle.dumps((found.settings.accelerator, dataclasses.replace(prepared)))
+
+
+def take_over(payload: bytes) -> None:
+    """Keep a prepared model `handover` made, for this process's evaluators of its model."""
+    accelerator, prepared = pickle.loads(payload)
+    _HANDED[(prepared.sha256, accelerator)] = prepared
 
 
 def model_session(settings: StudySettings):

@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 from cascader.estimate import Estimate
 from dse.cache_stats import CacheCounter
+from dse.evaluators import take_over
 from dse.gc_policy import after_evaluation, before_exit, collected_between_evaluations
 from dse.objective import Evaluator
 from dse.space import DesignPoint
@@ -65,7 +66,9 @@ def _evaluator(settings_json: str) -> Evaluator:
     return found
 
 
-def _warm(settings_json: str) -> None:
+def _warm(settings_json: str, handed: bytes | None) -> None:
+    if handed is not None:
+        take_over(handed)
     _evaluator(settings_json)
 
 
@@ -131,11 +134,13 @@ class ScoringPool:
     def __exit__(self, kind, _value, _traceback) -> None:
         self.close(cancel=kind is not None)
 
-    def warm(self, settings: StudySettings) -> None:
+    def warm(self, settings: StudySettings, handed: bytes | None = None) -> None:
         """Have every worker build its evaluator of the study now (importing the compiler
-        and reading the model take seconds), while this process does something else."""
+        and reading the model take seconds), while this process does something else;
+        `handed` (`dse.evaluators.handover`): the model this process prepared already, which
+        the workers then take over instead of preparing it again."""
         for worker in self._workers:
-            worker.submit(_warm, settings_key(settings))
+            worker.submit(_warm, settings_key(settings), handed)
 
     def has_room(self) -> bool:
         return any(load < room for load, room in zip(self._load, self._room, strict=True))

@@ -17,7 +17,7 @@ from dse.database import shown_url
 from dse.defaults import DEFAULT_OBJECTIVES, SRAM_MAX, SRAM_MIN
 from dse.driver import issue_trials, run_sweep
 from dse.errors import BadInput
-from dse.evaluators import make_evaluator
+from dse.evaluators import handover, make_evaluator
 from dse.front import format_front, front_rows, lower_bound_fact, pareto_front
 from dse.gc_policy import collected_between_evaluations
 from dse.phases import say
@@ -171,7 +171,8 @@ def _sweep(args: argparse.Namespace) -> int:
         storage = open_storage(storage_url, create=True)
     study = create_or_continue(storage, name, settings)
     with ScoringPool(args.jobs, make_evaluator, lambda _settings: evaluate) as pool:
-        pool.warm(settings)  # workers read the model, then probe floors with this process
+        # Workers take over the model this process prepared, then probe floors with it.
+        pool.warm(settings, handover(evaluate) if args.jobs > 1 else None)
         probe = lambda points: pool.score_all(settings, points)  # noqa: E731
         left = resumed_tickets(study)
         say("probing where each seed kind of schedule starts to fit" if not left else "resuming")
