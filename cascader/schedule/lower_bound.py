@@ -35,17 +35,7 @@ class SramLowerBound:
     bytes: int
     part: int | None = None
     whole: tuple[int, ...] = ()
-    whole_bytes: int = 0
     working: int = 0
-
-    def to_json(self) -> dict:
-        return {
-            "bytes": self.bytes,
-            "part": self.part,
-            "whole_tensors": list(self.whole),
-            "whole_bytes": self.whole_bytes,
-            "working_bytes": self.working,
-        }
 
 
 def sram_lower_bound(network: Network, io_in_memory: bool = True) -> SramLowerBound:
@@ -78,7 +68,7 @@ def sram_lower_bound(network: Network, io_in_memory: bool = True) -> SramLowerBo
         working = _working_set(part, set(whole), copy)
         total = sum(t.size for t in whole.values()) + working
         if total > best.bytes:
-            best = SramLowerBound(total, part.id, tuple(sorted(whole)), total - working, working)
+            best = SramLowerBound(total, part.id, tuple(sorted(whole)), working)
     return best
 
 
