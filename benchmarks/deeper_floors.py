@@ -57,7 +57,7 @@ BUYS = 0.99  # a step "buys" speed when its upper point takes under 99% of the c
 TINY_POOL = 256  # under every schedule's need: each seed kind gives its smallest schedule
 
 
-def measure(model: str, device: str, trials: int) -> dict:
+def measure(model: str, device: str, trials: int, seed: int | None = None) -> dict:
     """One default sweep of `model` on `device` and the figures of its front."""
     accelerator, system, mode = DEVICES[device]
     path = build_cached(model)
@@ -65,6 +65,8 @@ def measure(model: str, device: str, trials: int) -> dict:
         argv = ["sweep", "--model", str(path), "--accelerator-config", accelerator,
                 "--system-config", system, "--memory-mode", mode, "--trials", str(trials),
                 "--out", out, "--study", "s", "--json"]  # fmt: skip
+        if seed is not None:
+            argv += ["--seed", str(seed)]
         start = time.perf_counter()
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             assert dse_main(argv) == 0, f"sweep of {model} on {device} failed"
@@ -188,6 +190,7 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=60)
     parser.add_argument("--models", default=",".join(ARCHITECTURES))
     parser.add_argument("--devices", default=",".join(DEVICES))
+    parser.add_argument("--seed", type=int, help="seed each sweep's sampler (unseeded: a user's)")
     parser.add_argument("-o", "--output", type=Path)
     parser.add_argument("--partial", type=Path, help="append each case's row here (JSON lines)")
     parser.add_argument("--table", type=Path, help="only print the table of a --partial file")
@@ -199,7 +202,7 @@ def main() -> int:
     rows = []
     for model in args.models.split(","):
         for device in args.devices.split(","):
-            row = measure(model, device, args.trials)
+            row = measure(model, device, args.trials, args.seed)
             rows.append(row)
             print(table([row]).splitlines()[-1], file=sys.stderr, flush=True)
             if args.partial is not None:
