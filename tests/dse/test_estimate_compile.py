@@ -34,6 +34,7 @@ KEYS = {
     "model", "model_sha256", "accelerator", "system_config", "memory_mode", "sram_pool_bytes",
     "cascader", "fits", "sram_used_bytes", "total_cycles", "npu_cycles", "macs",
     "inference_time_s", "bytes", "npu_ops", "host_ops", "ops", "producer",
+    "sram_lower_bound_bytes", "sram_lower_bound_derivation",
 }  # fmt: skip
 
 
