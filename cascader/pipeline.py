@@ -17,17 +17,18 @@ from functools import cached_property
 from pathlib import Path
 
 from cascader.core.gc_pause import collector_paused
-from cascader.core.lru import LruCache
 from cascader.core.options import CascaderOptions
 from cascader.estimate import Device, Estimate, PointConfig
 from cascader.ethosu.codegen import Compiled, generate, scored_ops
 from cascader.ethosu.memory import SystemMemory
-from cascader.ethosu.perf import evaluate
+from cascader.ethosu.perf import PerfReport, evaluate
 from cascader.frontend.passes import FrontHalf, front_half
 from cascader.frontend.tflite_import import load_tflite
 from cascader.ir.origins import TfliteOrigin
+from cascader.memo import Memo
 from cascader.schedule.network import Network, network
 from cascader.schedule.point_scheduler import Point, PointScheduler
+from cascader.schedule.policies import ScheduleKey
 
 __all__ = ["PreparedModel", "Session", "prepare_model"]
 
@@ -76,7 +77,7 @@ class Session:
         # A schedule's (SRAM bytes, PerfReport) by its `ScheduleKey`: many pools choose the
         # same proposal, option sets make the same plans, and scoring is most of a point's
         # time.
-        self.scores = LruCache(1024)
+        self.scores: Memo[ScheduleKey, tuple[int, PerfReport]] = Memo("Session.scores", 1024)
 
     def _options(self, config: PointConfig, memory: SystemMemory) -> CascaderOptions | None:
         if config.options is None:

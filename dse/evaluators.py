@@ -8,8 +8,8 @@ import hashlib
 import io
 from pathlib import Path
 
-from cascader.core.lru import LruCache
 from cascader.estimate import Estimate
+from cascader.memo import Memo, module_memo
 from dse.cache_stats import CacheCounter
 from dse.errors import BadInput
 from dse.graph_evaluator import graph_evaluator
@@ -36,9 +36,10 @@ def source_file(settings: StudySettings) -> Path:
 
 
 # Per process: each model's front half (TFLite import, NPU partition, legalize), which does
-# not depend on the accelerator, by the model's sha256, so a workload's studies of one model
-# on several NPU configurations import it once. Bounded: a workload has a few models.
-_FRONT_HALVES = LruCache(8)
+# not depend on the accelerator, by the model's sha256 (a pure function of the model's bytes),
+# so a workload's studies of one model on several NPU configurations import it once.
+# Bounded: a workload has a few models.
+_FRONT_HALVES: Memo[str, object] = module_memo("dse.evaluators front halves by sha256", 8)
 
 
 class ModelEvaluator(MemoizedEvaluator):

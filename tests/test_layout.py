@@ -14,9 +14,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Bottom to top: a module may import its own layer and the layers before it. `testing` (the
-# model builder) and `ir` import nothing of ours.
+# Bottom to top: a module may import its own layer and the layers before it. `memo` (the one
+# memo type and the caches' switch) and `testing` (the model builder) import nothing of ours,
+# `ir` only `memo`.
 LAYERS = (
+    "cascader.memo",
     "cascader.testing",
     "cascader.ir",
     "cascader.core",
@@ -35,15 +37,17 @@ LAYERS = (
 )
 # Layers that may import fewer than all those below them.
 ONLY = {
+    "cascader.memo": set(),
     "cascader.testing": set(),
-    "cascader.ir": set(),
-    "cascader.core": set(),
-    "cascader.reference": {"cascader.ir"},
-    "cascader.simulator": {"cascader.ir", "cascader.reference"},
+    "cascader.ir": {"cascader.memo"},
+    "cascader.core": {"cascader.memo"},
+    "cascader.reference": {"cascader.memo", "cascader.ir"},
+    "cascader.simulator": {"cascader.memo", "cascader.ir", "cascader.reference"},
 }
 # Packages that run without TVM (the graph-JSON core, the numpy reference and simulator, the
 # Ethos-U device model, the timed cycles of a stream and the design point types).
 NO_TVM = (
+    "cascader.memo",
     "cascader.ir",
     "cascader.core",
     "cascader.reference",

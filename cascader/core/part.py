@@ -13,6 +13,7 @@ from cascader.core.memory_region import MemoryRegion
 from cascader.core.propagator import Propagator
 from cascader.core.stripe_config import StripeConfig
 from cascader.core.tensor import Tensor
+from cascader.memo import Memo
 
 
 class BufferMode(IntEnum):
@@ -86,7 +87,9 @@ class Part(ABC):
             if stripe_align_hint is not None
             else (1,) * propagators[0].output_dims
         )
-        self._input_configs: dict[StripeConfig, tuple[StripeConfig, ...]] = {}
+        self._input_configs: Memo[StripeConfig, tuple[StripeConfig, ...]] = Memo(
+            "Part.input_configs"
+        )
 
     def __hash__(self) -> int:
         return self.id

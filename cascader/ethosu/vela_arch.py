@@ -9,7 +9,6 @@ import io
 import os
 import stat
 from collections.abc import Iterator
-from functools import lru_cache
 from pathlib import Path
 
 from ethosu.vela import architecture_features as vela_arch
@@ -18,6 +17,7 @@ from ethosu.vela.architecture_features import Accelerator, ArchitectureFeatures
 from ethosu.vela.errors import VelaError
 
 from cascader.ethosu.errors import DeviceConfigError
+from cascader.memo import memo_function
 
 # The Ethos-U55/U65 variants the legacy performance model covers (Ethos-U85 is a later issue).
 ACCELERATORS: tuple[str, ...] = (
@@ -79,7 +79,7 @@ def npu_accelerator(name: str) -> NpuAccelerator:
     return NpuAccelerator[check_accelerator(name).replace("ethos-u", "Ethos_U").replace("-", "_")]
 
 
-@lru_cache(maxsize=len(ACCELERATORS))
+@memo_function(len(ACCELERATORS))
 def default_arch(accelerator: str) -> ArchitectureFeatures:
     """The arch Vela's public API (npu_find_block_configs) itself uses for this accelerator
     (Vela keeps one per accelerator, so this does too, and hot paths skip the silencing);
@@ -88,7 +88,7 @@ def default_arch(accelerator: str) -> ArchitectureFeatures:
         return vela_arch.create_default_arch(Accelerator(check_accelerator(accelerator)))
 
 
-@lru_cache(maxsize=16)
+@memo_function(16)
 def _read_ini(config_path: Path) -> configparser.ConfigParser:
     """The parsed vela.ini: only a regular file of at most MAX_VELA_INI_BYTES of text that
     parses as an ini file (Vela would read a FIFO or /dev/zero for ever, and its parse error
@@ -131,19 +131,19 @@ def _ini_sections(config_path: Path, prefix: str) -> tuple[str, ...]:
     return tuple(s[len(prefix) :] for s in parser.sections() if s.startswith(prefix))
 
 
-@lru_cache(maxsize=16)
+@memo_function(16)
 def system_configs(config_path: Path = DEFAULT_VELA_INI) -> tuple[str, ...]:
     """Names of the [System_Config.*] sections of a vela.ini."""
     return _ini_sections(config_path, "System_Config.")
 
 
-@lru_cache(maxsize=16)
+@memo_function(16)
 def memory_modes(config_path: Path = DEFAULT_VELA_INI) -> tuple[str, ...]:
     """Names of the [Memory_Mode.*] sections of a vela.ini."""
     return _ini_sections(config_path, "Memory_Mode.")
 
 
-@lru_cache(maxsize=64)
+@memo_function(64)
 def system_arch(
     accelerator: str,
     system_config: str,
@@ -158,7 +158,7 @@ def system_arch(
     return _vela_arch(accelerator, system_config, memory_mode, arena_cache_size, config_path)
 
 
-@lru_cache(maxsize=64)
+@memo_function(64)
 def check_vela_system(
     accelerator: str,
     system_config: str,

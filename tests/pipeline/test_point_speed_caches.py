@@ -9,8 +9,9 @@ from pathlib import Path
 from cascader.artifact.build import write_build
 from cascader.core.options import CascaderOptions
 from cascader.estimate import Device, PointConfig
-from cascader.ethosu import device, npu_op, vela_cost, weights
+from cascader.ethosu import weights
 from cascader.ir.boxes import input_boxes
+from cascader.memo import clear_module_memos
 from cascader.pipeline import Session
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
@@ -25,11 +26,8 @@ POINTS = [
 
 def _forget_device_memos() -> None:
     """The Ethos-U device model's memos, shared by every session in the process."""
-    weights._ENCODED.clear()
+    clear_module_memos()
     weights._BY_OP.clear()
-    for memo in (vela_cost.fastest_block, vela_cost.stripe_cost, device.valid_blocks,
-                 device._vela_block_config, device._block_configs, npu_op._described):  # fmt: skip
-        memo.cache_clear()
 
 
 def _estimates(session: Session) -> list[dict]:
