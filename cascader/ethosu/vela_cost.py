@@ -43,9 +43,10 @@ __all__ = [
 ]
 
 
-@memo_function(64)
 def pool_free_arch(system: tuple) -> ArchitectureFeatures:
-    """The system's Vela architecture (bandwidths do not depend on the pool size)."""
+    """The system's Vela architecture (bandwidths do not depend on the pool size). A
+    `system` is (accelerator, system config, memory mode, `VelaIni`): the memos keyed by it
+    (here and in `system_arch`) key on the vela.ini's content."""
     return system_arch(*system[:3], None, system[3])
 
 

@@ -100,7 +100,7 @@ class PointScheduler:
         if found is not None:
             return found
         region = system_memory(memory.accelerator, memory.system_config, memory.memory_mode,
-                               region_bytes, memory.config_path)  # fmt: skip
+                               region_bytes, memory.vela_ini)  # fmt: skip
         document = graph_document(self.network.graph, region, proposal_options(options))
         try:
             found = cascade(document.graph, document.regions, document.home_map, document.options)
