@@ -9,6 +9,7 @@ from enum import IntEnum
 import numpy as np
 
 from cascader.core.costs import AccessCosts, BlockCosts, CommandBound, PerformanceInfo
+from cascader.core.errors import ContractError
 from cascader.core.memory_region import MemoryRegion
 from cascader.core.propagator import Propagator
 from cascader.core.stripe_config import StripeConfig
@@ -184,7 +185,11 @@ class Part(ABC):
         `ofm_cycles_per_byte` per (config, block config) and `ofm_latency` of the output's
         area, `bias_latency` per plan the read latency where the scale-biases live (None:
         no constants). Asked only of a part whose `ifm_block_bytes` is not None."""
-        raise NotImplementedError(f"{type(self).__name__} has block commands but no bound")
+        raise ContractError(
+            f"{type(self).__name__} answers ifm_block_bytes (its block commands carry an "
+            "overhead of their own) but does not override command_bound, which the core then "
+            "asks for the compute cycles those commands bound"
+        )
 
     def weight_encoding(self, slot: int) -> tuple[float, int]:
         """(encoded bytes per byte beyond the tensor's compression ratio, bytes per encoded
