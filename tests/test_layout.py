@@ -225,12 +225,12 @@ def test_no_layer_reads_another_layer_s_private_names() -> None:
 
 def test_the_private_name_rule_catches_a_cross_layer_read() -> None:
     """The rule, on code an Ethos-U module could hold: the core's Propagator private array
-    and a private core function, read from `cascader.ethosu`."""
+    and a private core name, read from `cascader.ethosu`."""
     assert "_linear" in DEFINED["cascader.core"]
-    code = "from cascader.core.single_plans import _accumulate\nlinear = propagator._linear\n"
+    code = "from cascader.core.single_plans_tvm import _SMALL\nlinear = propagator._linear\n"
     found = _private_reads("cascader.ethosu.part", ast.parse(code))
     assert found == [
-        "cascader.ethosu.part imports cascader.core.single_plans._accumulate",
+        "cascader.ethosu.part imports cascader.core.single_plans_tvm._SMALL",
         "cascader.ethosu.part:2 reads ._linear",
     ]
 
