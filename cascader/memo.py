@@ -35,6 +35,8 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 _OFF_VALUES = ("off", "0", "false", "no")
+_ABSENT = object()  # what a lookup finds when nothing is kept (None may be a kept value)
+_KEYWORDS = object()  # between a call's positional and keyword arguments in its key
 
 
 class _Switch:
@@ -129,9 +131,6 @@ def forget_memos(owner: object) -> None:
             value.clear()
 
 
-_ABSENT = object()
-
-
 def memo_function(size: int | None) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """A pure function's memo of its (hashable) arguments, bounded by `size`: what
     `functools.lru_cache` gave, as a `Memo` the switch reaches. The wrapped function's
@@ -143,7 +142,7 @@ def memo_function(size: int | None) -> Callable[[Callable[P, R]], Callable[P, R]
 
         @functools.wraps(function)
         def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            key = (args, tuple(kwargs.items())) if kwargs else args
+            key = (*args, _KEYWORDS, *kwargs.items()) if kwargs else args
             found = lookup(key, _ABSENT)
             if found is _ABSENT:
                 found = function(*args, **kwargs)
