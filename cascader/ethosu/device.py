@@ -96,8 +96,7 @@ def _device(name: str) -> EthosuDevice:
 # Per op facts (`_op_facts`), whether Vela's `try_block_config` accepts each block asked
 # about so far: its answer depends on those facts and the block alone. Apart from the
 # configs themselves (`_SHAPE_FREE_CONFIGS`): grid walks meet more blocks than that bounded
-# memo holds (walking every stripe of the architecture models without this one: 1.1 s ->
-# 3.6 s, the config memo full), and a yes or no per block is small.
+# memo holds, and a yes or no per block is small.
 _BLOCK_FITS: Memo[tuple, dict[tuple[int, int, int], bool]] = module_memo(
     "ethosu.device block fits by op facts", 4096
 )
