@@ -138,15 +138,22 @@ def memo_function(size: int | None) -> Callable[[Callable[P, R]], Callable[P, R]
 
     def wrap(function: Callable[P, R]) -> Callable[P, R]:
         memo: Memo[Any, R] = module_memo(f"{function.__module__}.{function.__qualname__}", size)
-        lookup, keep = memo.lookup, memo.keep
+        get, keep, move_to_end = memo.get, memo.keep, memo.move_to_end
+        bounded = size is not None
 
         @functools.wraps(function)
         def call(*args: P.args, **kwargs: P.kwargs) -> R:
             key = (*args, _KEYWORDS, *kwargs.items()) if kwargs else args
-            found = lookup(key, _ABSENT)
-            if found is _ABSENT:
-                found = function(*args, **kwargs)
-                keep(key, found)
+            if _Switch.on:
+                found = get(key, _ABSENT)
+                if found is not _ABSENT:
+                    memo.hits += 1
+                    if bounded:
+                        move_to_end(key)
+                    return found
+            memo.misses += 1
+            found = function(*args, **kwargs)
+            keep(key, found)
             return found
 
         call.memo = memo  # type: ignore[attr-defined]
