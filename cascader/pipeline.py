@@ -18,16 +18,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cascader.core.gc_pause import collector_paused
-from cascader.core.lru import LruCache
 from cascader.core.options import CascaderOptions
 from cascader.estimate import Device, Estimate, PointConfig
 from cascader.ethosu.codegen import Compiled, generate, scored_ops
 from cascader.ethosu.memory import SystemMemory
-from cascader.ethosu.perf import evaluate
+from cascader.ethosu.perf import PerfReport, evaluate
 from cascader.ir.origins import TfliteOrigin
+from cascader.memo import Memo
 from cascader.schedule.lower_bound import SramLowerBound, derivation, sram_lower_bound
 from cascader.schedule.network import Network, network
 from cascader.schedule.point_scheduler import Point, PointScheduler
+from cascader.schedule.policies import ScheduleKey
 
 if TYPE_CHECKING:
     from cascader.frontend.passes import FrontHalf
@@ -88,7 +89,7 @@ class Session:
         # A schedule's (SRAM bytes, PerfReport) by its `ScheduleKey`: many pools choose the
         # same proposal, option sets make the same plans, and scoring is most of a point's
         # time.
-        self.scores = LruCache(1024)
+        self.scores: Memo[ScheduleKey, tuple[int, PerfReport]] = Memo("Session.scores", 1024)
 
     @cached_property
     def _bound_with_arena_in_sram(self) -> tuple[SramLowerBound, str]:

@@ -19,12 +19,6 @@ class CacheCounter:
     hits: int = 0
     misses: int = 0
 
-    def count(self, hit: bool) -> None:
-        if hit:
-            self.hits += 1
-        else:
-            self.misses += 1
-
     def to_json(self) -> dict[str, int]:
         return asdict(self)
 

@@ -11,8 +11,8 @@ import pickle
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cascader.core.lru import LruCache
 from cascader.estimate import Estimate
+from cascader.memo import Memo, module_memo
 from dse.cache_stats import CacheCounter
 from dse.errors import BadInput
 from dse.graph_evaluator import graph_evaluator
@@ -42,9 +42,10 @@ def source_file(settings: StudySettings) -> Path:
 
 
 # Per process: each model's front half (TFLite import, NPU partition, legalize), which does
-# not depend on the accelerator, by the model's sha256, so a workload's studies of one model
-# on several NPU configurations import it once. Bounded: a workload has a few models.
-_FRONT_HALVES = LruCache(8)
+# not depend on the accelerator, by the model's sha256 (a pure function of the model's bytes),
+# so a workload's studies of one model on several NPU configurations import it once.
+# Bounded: a workload has a few models.
+_FRONT_HALVES: Memo[str, object] = module_memo("dse.evaluators front halves by sha256", 8)
 
 
 class ModelEvaluator(MemoizedEvaluator):
@@ -64,7 +65,7 @@ class ModelEvaluator(MemoizedEvaluator):
         # Names and the model are checked here, before a study is created or touched.
         device.memory(settings.sram_max)
         data = path.read_bytes() if _HANDED else b""
-        handed = _HANDED.get((hashlib.sha256(data).hexdigest(), settings.accelerator))
+        handed = _HANDED.lookup((hashlib.sha256(data).hexdigest(), settings.accelerator))
         if handed is not None:  # checked where it was prepared: no TVM, no front half here
             self.session = Session(data, device, handed, name=path.name)
         else:
@@ -128,10 +129,10 @@ def _prepared(path: Path, accelerator: str) -> PreparedModel:
 
 
 # Per scoring worker: the prepared models the sweep's process handed over (`handover`), by
-# the model's sha256 and accelerator, so the worker's evaluators neither import TVM nor run
-# the front half and the graph build again. Never evicted: a worker lives for one sweep, and
-# is handed one model.
-_HANDED: dict[tuple[str, str], PreparedModel] = {}
+# the model's sha256 and accelerator (what preparing is a pure function of), so the worker's
+# evaluators neither import TVM nor run the front half and the graph build again. Bounded: a
+# sweep hands over one model.
+_HANDED: Memo[tuple[str, str], PreparedModel] = module_memo("dse.evaluators handed over", 4)
 
 
 def handover(evaluate: Evaluator) -> bytes | None:
@@ -151,7 +152,7 @@ def handover(evaluate: Evaluator) -> bytes | None:
 def take_over(payload: bytes) -> None:
     """Keep a prepared model `handover` made, for this process's evaluators of its model."""
     accelerator, prepared = pickle.loads(payload)
-    _HANDED[(prepared.sha256, accelerator)] = prepared
+    _HANDED.keep((prepared.sha256, accelerator), prepared)
 
 
 def model_session(settings: StudySettings):

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from cascader.core.cascade import CascadeResult, cascade
 from cascader.core.graph_json import GraphDocument
-from cascader.core.lru import LruCache
 from cascader.core.options import CascaderOptions
 from cascader.estimate import Estimate
 from cascader.ethosu.graph_json import load_graph
+from cascader.memo import Memo
 from dse.cache_stats import CacheCounter
 from dse.errors import BadInput
 from dse.space import DesignPoint
@@ -34,7 +34,9 @@ class GraphEvaluator:
                 "it with `dse graph` or add them as in DESIGN.md"
             )
         self.base_options = self.document.options or CascaderOptions()
-        self._runs = LruCache(256)  # CascadeResult by (options, pool)
+        self._runs: Memo[tuple[CascaderOptions, int], CascadeResult] = Memo(
+            "GraphEvaluator.runs", 256
+        )
 
     def options_for(self, point: DesignPoint) -> CascaderOptions:
         return dataclasses.replace(self.base_options, **point.cascader_options())

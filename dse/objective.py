@@ -11,6 +11,7 @@ from importlib.metadata import PackageNotFoundError, version
 import optuna
 
 from cascader.estimate import Estimate
+from cascader.memo import Memo
 from dse.cache_stats import CacheCounter
 from dse.space import DesignPoint, SearchSpace
 from dse.study import StudySettings
@@ -29,14 +30,17 @@ class MemoizedEvaluator(ABC):
     `_estimate`."""
 
     def __init__(self) -> None:
-        self._scored: dict[DesignPoint, Estimate] = {}
-        self._results = CacheCounter()
+        self._scored: Memo[DesignPoint, Estimate] = Memo("evaluator scored points")
+
+    @property
+    def _results(self) -> CacheCounter:
+        return CacheCounter(self._scored.hits, self._scored.misses)
 
     def __call__(self, point: DesignPoint) -> Estimate:
-        found = self._scored.get(point)
-        self._results.count(found is not None)
+        found = self._scored.lookup(point)
         if found is None:
-            found = self._scored[point] = self._estimate(point)
+            found = self._estimate(point)
+            self._scored.keep(point, found)
         return found
 
     @abstractmethod

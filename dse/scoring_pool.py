@@ -20,6 +20,7 @@ from concurrent.futures import Future, ProcessPoolExecutor, wait
 from typing import NamedTuple
 
 from cascader.estimate import Estimate
+from cascader.memo import Memo, module_memo
 from dse.cache_stats import CacheCounter
 from dse.evaluators import take_over
 from dse.gc_policy import after_evaluation, before_exit, collected_between_evaluations
@@ -28,9 +29,10 @@ from dse.space import DesignPoint
 from dse.study import StudySettings
 
 # Per worker process: the evaluator of each study it scored for, keyed by the study's
-# settings as JSON (what rebuilds the evaluator). Lives as long as the process, which the
-# pool ends when the sweep ends; never evicted (a workload has a few dozen studies).
-_EVALUATORS: dict[str, Evaluator] = {}
+# settings as JSON (what rebuilds the evaluator, so a pure function of it). Lives as long as
+# the process, which the pool ends when the sweep ends; bounded well above a workload's few
+# dozen studies.
+_EVALUATORS: Memo[str, Evaluator] = module_memo("dse.scoring_pool evaluators by settings", 256)
 _MAKE: Callable[[StudySettings], Evaluator] | None = None
 
 # How many points a worker holds at once: the one it scores and the next, so it never waits
@@ -58,11 +60,12 @@ def _start_worker(make_evaluator: Callable[[StudySettings], Evaluator]) -> None:
 
 
 def _evaluator(settings_json: str) -> Evaluator:
-    found = _EVALUATORS.get(settings_json)
+    found = _EVALUATORS.lookup(settings_json)
     if found is None:
         assert _MAKE is not None, "a scoring worker starts with _start_worker"
         settings = StudySettings.from_json(json.loads(settings_json))
-        found = _EVALUATORS[settings_json] = _MAKE(settings)
+        found = _MAKE(settings)
+        _EVALUATORS.keep(settings_json, found)
     return found
 
 

@@ -13,6 +13,7 @@ from cascader.core.plan_context import PlanContext
 from cascader.core.plan_generation import generate_graph_plans
 from cascader.core.proposal import Proposal
 from cascader.core.proposal_generation import choose_proposal, generate_proposals
+from cascader.memo import caches_on, forget_memos
 
 
 @dataclass
@@ -48,6 +49,9 @@ def cascade(
     regions it may be homed in; `options.cascade_region` names the region cascades use.
     `later_groups_first` flips an order the original left unspecified (which of two
     equal-cost proposals survives); see proposal_generation.plans_by_part."""
+    if not caches_on():  # every run starts cold: nothing of an earlier run is read
+        for part in graph.parts:
+            forget_memos(part)
     if options.cascade_region not in regions:
         raise ValueError(
             f"cascade region {options.cascade_region!r} is not among the regions "

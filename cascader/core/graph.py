@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from cascader.core.part import Part
 from cascader.core.tensor import Tensor
+from cascader.memo import Memo
 
 
 class CascaderGraph:
@@ -23,6 +24,9 @@ class CascaderGraph:
         self.parts = list(parts)
         self.input_tensors = list(input_tensors)
         self.output_tensors = list(output_tensors)
+        # The plan contexts' memos that depend on this graph and its regions alone, by
+        # (regions, cascade region): shared by its cascader runs (`plan_context._SystemMemos`).
+        self.run_memos: Memo[tuple, object] = Memo("CascaderGraph.run_memos", 64)
         for position, tensor in enumerate(self.tensors):
             if tensor.id != position:
                 raise ValueError(f"tensor at position {position} has id {tensor.id}")

@@ -9,10 +9,12 @@ from enum import IntEnum
 import numpy as np
 
 from cascader.core.costs import AccessCosts, BlockCosts, CommandBound, PerformanceInfo
+from cascader.core.errors import ContractError
 from cascader.core.memory_region import MemoryRegion
 from cascader.core.propagator import Propagator
 from cascader.core.stripe_config import StripeConfig
 from cascader.core.tensor import Tensor
+from cascader.memo import Memo
 
 
 class BufferMode(IntEnum):
@@ -86,7 +88,9 @@ class Part(ABC):
             if stripe_align_hint is not None
             else (1,) * propagators[0].output_dims
         )
-        self._input_configs: dict[StripeConfig, tuple[StripeConfig, ...]] = {}
+        self._input_configs: Memo[StripeConfig, tuple[StripeConfig, ...]] = Memo(
+            "Part.input_configs"
+        )
 
     def __hash__(self) -> int:
         return self.id
@@ -181,7 +185,11 @@ class Part(ABC):
         `ofm_cycles_per_byte` per (config, block config) and `ofm_latency` of the output's
         area, `bias_latency` per plan the read latency where the scale-biases live (None:
         no constants). Asked only of a part whose `ifm_block_bytes` is not None."""
-        raise NotImplementedError(f"{type(self).__name__} has block commands but no bound")
+        raise ContractError(
+            f"{type(self).__name__} answers ifm_block_bytes (its block commands carry an "
+            "overhead of their own) but does not override command_bound, which the core then "
+            "asks for the compute cycles those commands bound"
+        )
 
     def weight_encoding(self, slot: int) -> tuple[float, int]:
         """(encoded bytes per byte beyond the tensor's compression ratio, bytes per encoded

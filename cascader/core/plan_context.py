@@ -5,7 +5,6 @@ or `vela`, Vela's performance model's)."""
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -102,16 +101,17 @@ class _SystemMemos:
     vela_rows: dict = field(default_factory=dict)
 
 
-# Per graph, per (regions, cascade region): the graph's runs' system memos. Weakly keyed, so
-# a graph's memos go with it.
-_SYSTEM_MEMOS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def _system_memos(
     graph: CascaderGraph, regions: dict[str, MemoryRegion], cascade: str
 ) -> _SystemMemos:
-    by_system = _SYSTEM_MEMOS.setdefault(graph, {})
-    return by_system.setdefault((tuple(regions.items()), cascade), _SystemMemos())
+    """The graph's memos for these regions (`CascaderGraph.run_memos`; new ones, not kept,
+    with the caches off)."""
+    key = (tuple(regions.items()), cascade)
+    found = graph.run_memos.lookup(key)
+    if found is None:
+        found = _SystemMemos()
+        graph.run_memos.keep(key, found)
+    return found
 
 
 @dataclass

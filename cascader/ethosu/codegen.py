@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 
 import numpy as np
 from ethosu.vela.api import (
@@ -68,6 +67,7 @@ from cascader.ir.npu_ops import (
 )
 from cascader.ir.schedule import REGION_CONSTANTS, Buffer, Copy, Schedule, Stripe
 from cascader.ir.units import align
+from cascader.memo import memo_function
 
 __all__ = [
     "Compiled",
@@ -129,7 +129,7 @@ class _ConstantPool:
 # ---- feature maps ----------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=4096)
+@memo_function(4096)
 def _strides(frame: tuple[int, ...], layout: Layout, elem: int) -> NpuShape3D:
     _, _, w, c = frame
     if layout == Layout.NHCWB16:
@@ -145,7 +145,7 @@ def _offset(y: int, x: int, c: int, strides: NpuShape3D, layout: Layout, elem: i
     return y * strides.height + x * strides.width + c * elem
 
 
-@lru_cache(maxsize=4096)
+@memo_function(4096)
 def _quant(q: Quant) -> NpuQuantization:
     scale = None if not q.scale or math.isnan(q.scale) else float(q.scale)
     return NpuQuantization(scale_f32=scale, zero_point=int(q.zero_point))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cache, lru_cache
 
 import numpy as np
 from ethosu.vela.api import NpuResamplingMode
@@ -23,12 +22,12 @@ from ethosu.vela.operation import NpuBlockType
 from ethosu.vela.register_command_stream_generator import resampling_mode_map
 from ethosu.vela.shape4d import Shape4D
 
-from cascader.core.lru import LruCache
 from cascader.ethosu.block_config import BlockConfig
 from cascader.ethosu.npu_op import NpuOpDescription
 from cascader.ethosu.perf_query import performance_query
 from cascader.ethosu.vela_arch import ACCELERATORS, check_accelerator, default_arch
 from cascader.ir.layout import BRICK
+from cascader.memo import Memo, memo_function, module_memo
 
 __all__ = ["ACCELERATORS", "EthosuDevice", "get_device"]
 
@@ -77,7 +76,7 @@ def get_device(name: str) -> EthosuDevice:
     return _device(check_accelerator(name))
 
 
-@cache
+@memo_function(None)
 def _device(name: str) -> EthosuDevice:
     arch = default_arch(name)
     ublock = arch.ofm_ublock
@@ -97,12 +96,13 @@ def _device(name: str) -> EthosuDevice:
 # Per op facts (`_op_facts`), whether Vela's `try_block_config` accepts each block asked
 # about so far: its answer depends on those facts and the block alone. Apart from the
 # configs themselves (`_SHAPE_FREE_CONFIGS`): grid walks meet more blocks than that bounded
-# memo holds (walking every stripe of the architecture models without this one: 1.1 s ->
-# 3.6 s, the config memo full), and a yes or no per block is small.
-_BLOCK_FITS = LruCache(4096)
+# memo holds, and a yes or no per block is small.
+_BLOCK_FITS: Memo[tuple, dict[tuple[int, int, int], bool]] = module_memo(
+    "ethosu.device block fits by op facts", 4096
+)
 
 
-@lru_cache(maxsize=4096)
+@memo_function(4096)
 def valid_blocks(name: str, op: NpuOpDescription) -> tuple[tuple[int, int, int], ...]:
     """Vela's valid (h, w, c) block configs for the op on accelerator `name`, in Vela's order:
     the blocks of `npu_find_block_configs`' grid (micro-block steps up to the OFM's shape
@@ -151,7 +151,7 @@ def valid_blocks(name: str, op: NpuOpDescription) -> tuple[tuple[int, int, int],
     return tuple(found)
 
 
-@lru_cache(maxsize=4096)
+@memo_function(4096)
 def _block_configs(name: str, op: NpuOpDescription, cull: bool) -> tuple[BlockConfig, ...]:
     blocks = np.array(valid_blocks(name, op), dtype=np.int64).reshape(-1, 3)
     if cull:
@@ -161,7 +161,7 @@ def _block_configs(name: str, op: NpuOpDescription, cull: bool) -> tuple[BlockCo
     return tuple(costed[tuple(int(v) for v in b)] for b in blocks[order])
 
 
-@lru_cache(maxsize=4096)
+@memo_function(4096)
 def _costed_blocks(name: str, op: NpuOpDescription) -> dict[tuple[int, int, int], BlockConfig]:
     """Every valid block of the op, costed: the culled and the full list share them, and
     its blocks one query (only their block config differs)."""
@@ -193,7 +193,9 @@ def _output_layout_shape(block: tuple[int, int, int], layout: str) -> tuple[int,
 # Vela's `try_block_config` reads an op's shapes only through the depth of its larger input
 # (an elementwise op's second input may be the larger) and whether its OFM is one row high,
 # so the stripes of one op, asked with each of their own shapes, share one answer per block.
-_SHAPE_FREE_CONFIGS = LruCache(65536)
+_SHAPE_FREE_CONFIGS: Memo[tuple, object] = module_memo(
+    "ethosu.device Vela block config by op facts and block", 65536
+)
 _NO_FIT = object()
 
 
@@ -206,7 +208,7 @@ def _op_facts(name: str, op: NpuOpDescription) -> tuple:
             op.activation == "LUT", op.scaled, op.upscale)  # fmt: skip
 
 
-@lru_cache(maxsize=65536)
+@memo_function(65536)
 def _vela_block_config(
     name: str, op: NpuOpDescription, block: tuple[int, int, int]
 ) -> ArchitectureBlockConfig:

@@ -12,7 +12,14 @@ from ethosu.vela.tensor import BandwidthDirection, MemArea
 
 from cascader.core.memory_region import MemoryRegion
 from cascader.ethosu.perf_query import AREA_NAMES
-from cascader.ethosu.vela_arch import DEFAULT_VELA_INI, memory_modes, system_arch, system_configs
+from cascader.ethosu.vela_arch import (
+    DEFAULT_VELA_INI,
+    VelaIni,
+    memory_modes,
+    system_arch,
+    system_configs,
+    vela_ini,
+)
 
 __all__ = ["SystemMemory", "memory_modes", "system_configs", "system_memory"]
 
@@ -33,7 +40,7 @@ class SystemMemory:
     core_clock_hz: float
     regions: dict[str, MemoryRegion]
     roles: dict[str, str]
-    config_path: Path
+    vela_ini: VelaIni  # the file as read when this was made: memos key on its content
 
     @property
     def constants_area(self) -> str:
@@ -57,10 +64,15 @@ class SystemMemory:
         return self.regions[self.roles[role]]
 
     @property
-    def system(self) -> tuple[str, str, str, Path]:
-        """(accelerator, system config, memory mode, vela.ini): what Vela's per-operation
-        formulas depend on; the pool size is not among them."""
-        return (self.accelerator, self.system_config, self.memory_mode, self.config_path)
+    def config_path(self) -> Path:
+        """Where the vela.ini was read from."""
+        return self.vela_ini.path
+
+    @property
+    def system(self) -> tuple[str, str, str, VelaIni]:
+        """(accelerator, system config, memory mode, vela.ini by content): what Vela's
+        per-operation formulas depend on; the pool size is not among them."""
+        return (self.accelerator, self.system_config, self.memory_mode, self.vela_ini)
 
     @property
     def arch(self) -> ArchitectureFeatures:
@@ -70,12 +82,12 @@ class SystemMemory:
             self.system_config,
             self.memory_mode,
             self.sram_bytes,
-            self.config_path,
+            self.vela_ini,
         )
 
     def __hash__(self) -> int:
         return hash((self.accelerator, self.system_config, self.memory_mode, self.sram_bytes,
-                     str(self.config_path)))  # fmt: skip
+                     self.vela_ini))  # fmt: skip
 
 
 def system_memory(
@@ -83,13 +95,13 @@ def system_memory(
     system_config: str,
     memory_mode: str,
     sram_bytes: int,
-    config_path: str | Path | None = None,
+    config_path: str | Path | VelaIni | None = None,
 ) -> SystemMemory:
     """The memory system of `accelerator` under a vela.ini (Vela's shipped one by default).
     DeviceConfigError lists the valid names when one is wrong, and says why when Vela or the
     accelerator cannot take the combination or the pool size (`vela_arch.system_arch`)."""
-    path = Path(config_path) if config_path is not None else DEFAULT_VELA_INI
-    arch = system_arch(accelerator, system_config, memory_mode, int(sram_bytes), path)
+    ini = vela_ini(config_path if config_path is not None else DEFAULT_VELA_INI)
+    arch = system_arch(accelerator, system_config, memory_mode, int(sram_bytes), ini)
     roles = {
         "constants": AREA_NAMES[arch.permanent_storage_mem_area],
         "io": AREA_NAMES[arch.feature_map_storage_mem_area],
@@ -104,7 +116,7 @@ def system_memory(
         core_clock_hz=float(arch.core_clock),
         regions=regions,
         roles=roles,
-        config_path=path,
+        vela_ini=ini,
     )
 
 

@@ -4,7 +4,6 @@ costs depend on, convertible to and from Vela's public API operations (`ethosu.v
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Literal
 
 from ethosu.vela.api import (
@@ -30,6 +29,8 @@ from ethosu.vela.architecture_allocator import _choose_kernel_method
 from ethosu.vela.high_level_command_to_npu_op import elementwise_op_map
 from ethosu.vela.operation import Kernel, NpuBlockType, Op
 from ethosu.vela.shape4d import Shape4D
+
+from cascader.memo import memo_function
 
 OpKind = Literal["conv2d", "depthwise", "pooling", "elementwise"]
 Activation = Literal["NONE", "CLIP", "TANH", "SIGMOID", "LUT"]
@@ -221,7 +222,7 @@ _BLOCK_OPS = (NpuConv2DOperation, NpuConvDepthWiseOperation, NpuPoolingOperation
 _UNIT_KERNEL = NpuKernel(1, 1)
 
 
-@lru_cache(maxsize=16384)
+@memo_function(16384)
 def _described(cls: type[NpuOpDescription], facts: tuple) -> NpuOpDescription:
     """The description made of the facts `from_npu_op` reads from an operation."""
     (op_type, traversal, sub_op_type, kernel, ifm_shape, ofm_shape, ifm2_shape, ifm2_scalar,

@@ -20,6 +20,7 @@ from cascader.core.stripe_config import StripeConfig, axis_stripe_sizes
 from cascader.core.tensor import Tensor
 from cascader.ethosu.block_config import BlockConfig
 from cascader.ethosu.burst import burst_efficiencies, burst_efficiency
+from cascader.memo import Memo
 
 
 def _fit(values: tuple[int, ...], dims: int) -> np.ndarray:
@@ -182,26 +183,35 @@ class EthosuPart(Part):
         self._block_in_volume = np.array(
             [math.prod(b.input_shape) for b in self.block_configs], dtype=np.int64
         )
-        self._choices: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
-        self._infos: dict[tuple, PerformanceInfo] = {}
+        self._choices: Memo[tuple[int, ...], tuple[int, tuple[int, ...]]] = Memo(
+            "EthosuPart.choices"
+        )
+        self._infos: Memo[tuple, PerformanceInfo] = Memo("EthosuPart.infos")
         self._block_cycles = np.array(
             [(b.compute_cycles, b.output_cycles) for b in vela], dtype=np.int64
         )
-        self._block_costs: dict[tuple[tuple, bool], BlockCosts] = {}
+        self._block_costs: Memo[tuple[tuple, bool], BlockCosts] = Memo("EthosuPart.block_costs")
         self._has_dpu = self._block_cycles[:, 0] > 0
         self._all_dpu = bool(self._has_dpu.all())
         # Per (stripe tiling, rolls): the per-block terms `command_bound` recombines.
-        self._block_terms: dict[tuple[tuple, bool], tuple] = {}
-        self._clipped_blocks: dict[tuple[int, ...], tuple] = {}
-        self._reads: dict[tuple[int, ...], np.ndarray] = {}  # per shape: blocks x inputs
-        self._ifm_block_bytes: dict[tuple[int, ...], np.ndarray] = {}
+        self._block_terms: Memo[tuple[tuple, bool], tuple] = Memo("EthosuPart.block_terms")
+        self._clipped_blocks: Memo[tuple[int, ...], tuple] = Memo("EthosuPart.clipped_blocks")
+        # Per shape: blocks x inputs.
+        self._reads: Memo[tuple[int, ...], np.ndarray] = Memo("EthosuPart.reads")
+        self._ifm_block_bytes: Memo[tuple[int, ...], np.ndarray] = Memo(
+            "EthosuPart.ifm_block_bytes"
+        )
         # Per (input slot, region name, read bandwidth, burst length): its reads' cycles per
         # byte, the same for every stripe.
-        self._input_access: dict[tuple[int, str, float, int], np.ndarray] = {}
-        self._vela_reads = self._reads if self._shared_blocks else {}
+        self._input_access: Memo[tuple[int, str, float, int], np.ndarray] = Memo(
+            "EthosuPart.input_access"
+        )
+        self._vela_reads = self._reads if self._shared_blocks else Memo("EthosuPart.vela_reads")
         self._blocks = np.maximum(self._vela_out, 1).astype(np.float64)
         self._block_volume = np.prod(np.maximum(self._vela_out, 1), axis=1)
-        self._ifm_stripes: dict[tuple[int, ...], tuple[int, int, int]] = {}
+        self._ifm_stripes: Memo[tuple[int, ...], tuple[int, int, int]] = Memo(
+            "EthosuPart.ifm_stripes"
+        )
         # Output axes whose clipping shrinks a block's DPU work: the depth (NHCWB16: the
         # bricks and the 16 channels in each).
         self._depth_axes = (2, 4) if len(self.output_quantum) == 5 else (3,)

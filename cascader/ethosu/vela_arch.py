@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import configparser
 import contextlib
+import hashlib
 import io
 import os
 import stat
 from collections.abc import Iterator
-from functools import lru_cache
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ethosu.vela import architecture_features as vela_arch
@@ -18,6 +19,7 @@ from ethosu.vela.architecture_features import Accelerator, ArchitectureFeatures
 from ethosu.vela.errors import VelaError
 
 from cascader.ethosu.errors import DeviceConfigError
+from cascader.memo import memo_function
 
 # The Ethos-U55/U65 variants the legacy performance model covers (Ethos-U85 is a later issue).
 ACCELERATORS: tuple[str, ...] = (
@@ -79,7 +81,7 @@ def npu_accelerator(name: str) -> NpuAccelerator:
     return NpuAccelerator[check_accelerator(name).replace("ethos-u", "Ethos_U").replace("-", "_")]
 
 
-@lru_cache(maxsize=len(ACCELERATORS))
+@memo_function(len(ACCELERATORS))
 def default_arch(accelerator: str) -> ArchitectureFeatures:
     """The arch Vela's public API (npu_find_block_configs) itself uses for this accelerator
     (Vela keeps one per accelerator, so this does too, and hot paths skip the silencing);
@@ -88,11 +90,29 @@ def default_arch(accelerator: str) -> ArchitectureFeatures:
         return vela_arch.create_default_arch(Accelerator(check_accelerator(accelerator)))
 
 
-@lru_cache(maxsize=16)
-def _read_ini(config_path: Path) -> configparser.ConfigParser:
-    """The parsed vela.ini: only a regular file of at most MAX_VELA_INI_BYTES of text that
-    parses as an ini file (Vela would read a FIFO or /dev/zero for ever, and its parse error
-    quotes the offending line of whatever file it was given)."""
+@dataclass(frozen=True)
+class VelaIni:
+    """A vela.ini as read once: its path and its bytes' sha256, which every memo of what the
+    file says is keyed by (as a model is keyed by its hash), so a different file at the same
+    path is read afresh and never scored with the old one's numbers. Path-like."""
+
+    path: Path
+    sha256: str
+    text: str = field(compare=False, repr=False)
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+
+def vela_ini(config_path: str | Path | VelaIni = DEFAULT_VELA_INI) -> VelaIni:
+    """The vela.ini at `config_path` as it is now: only a regular file of at most
+    MAX_VELA_INI_BYTES of UTF-8 text (Vela would read a FIFO or /dev/zero for ever). A
+    VelaIni is returned as it is (it was read when it was made)."""
+    if isinstance(config_path, VelaIni):
+        return config_path
     what = "vela config file"
     try:
         fd = os.open(config_path, os.O_RDONLY | os.O_NONBLOCK)
@@ -109,61 +129,75 @@ def _read_ini(config_path: Path) -> configparser.ConfigParser:
         raise VelaConfigError(
             what, str(config_path), f"is over {MAX_VELA_INI_BYTES >> 10} KiB; give a vela.ini"
         )
-    parser = configparser.ConfigParser()
     try:
-        parser.read_string(data.decode("utf-8"), str(config_path))
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise VelaConfigError(what, str(config_path), "is not text; give a vela.ini") from None
+    return VelaIni(Path(config_path), hashlib.sha256(data).hexdigest(), text)
+
+
+@memo_function(16)
+def _read_ini(ini: VelaIni) -> configparser.ConfigParser:
+    """The parsed vela.ini (its parse error names the section problem, never quoting the
+    offending line of whatever file it was given)."""
+    parser = configparser.ConfigParser()
+    try:
+        parser.read_string(ini.text, str(ini))
     except configparser.Error as err:
         line = getattr(err, "lineno", None)
         at = f" at line {line}" if line else ""
         raise VelaConfigError(
-            what,
-            str(config_path),
+            "vela config file",
+            str(ini),
             f"is not a vela.ini ({type(err).__name__}{at}); give a vela.ini with "
             "[System_Config.*] and [Memory_Mode.*] sections",
         ) from None
     return parser
 
 
-def _ini_sections(config_path: Path, prefix: str) -> tuple[str, ...]:
-    parser = _read_ini(Path(config_path))
+def _ini_sections(config_path: str | Path | VelaIni, prefix: str) -> tuple[str, ...]:
+    parser = _read_ini(vela_ini(config_path))
     return tuple(s[len(prefix) :] for s in parser.sections() if s.startswith(prefix))
 
 
-@lru_cache(maxsize=16)
-def system_configs(config_path: Path = DEFAULT_VELA_INI) -> tuple[str, ...]:
+def system_configs(config_path: str | Path | VelaIni = DEFAULT_VELA_INI) -> tuple[str, ...]:
     """Names of the [System_Config.*] sections of a vela.ini."""
     return _ini_sections(config_path, "System_Config.")
 
 
-@lru_cache(maxsize=16)
-def memory_modes(config_path: Path = DEFAULT_VELA_INI) -> tuple[str, ...]:
+def memory_modes(config_path: str | Path | VelaIni = DEFAULT_VELA_INI) -> tuple[str, ...]:
     """Names of the [Memory_Mode.*] sections of a vela.ini."""
     return _ini_sections(config_path, "Memory_Mode.")
 
 
-@lru_cache(maxsize=64)
 def system_arch(
     accelerator: str,
     system_config: str,
     memory_mode: str,
     arena_cache_size: int | None,
-    config_path: Path = DEFAULT_VELA_INI,
+    config_path: str | Path | VelaIni = DEFAULT_VELA_INI,
 ) -> ArchitectureFeatures:
     """Vela's own reading of a vela.ini system config x memory mode for one accelerator, with
     the arena cache size (the SRAM pool) overriding the memory mode's, as Vela's CLI does.
-    A combination Vela refuses, or one the accelerator cannot run, is a VelaConfigError."""
+    A combination Vela refuses, or one the accelerator cannot run, is a VelaConfigError.
+    Kept per the file's content (`VelaIni`): a path is read again on every call."""
     check_accelerator(accelerator)
-    return _vela_arch(accelerator, system_config, memory_mode, arena_cache_size, config_path)
+    return _system_arch(accelerator, system_config, memory_mode, arena_cache_size,
+                        vela_ini(config_path))  # fmt: skip
 
 
-@lru_cache(maxsize=64)
+@memo_function(64)
+def _system_arch(
+    accelerator: str, system_config: str, memory_mode: str, arena: int | None, ini: VelaIni
+) -> ArchitectureFeatures:
+    return _vela_arch(accelerator, system_config, memory_mode, arena, ini)
+
+
 def check_vela_system(
     accelerator: str,
     system_config: str,
     memory_mode: str,
-    config_path: str | Path = DEFAULT_VELA_INI,
+    config_path: str | Path | VelaIni = DEFAULT_VELA_INI,
     arena_cache_size: int | None = None,
 ) -> ArchitectureFeatures:
     """`system_arch` for any accelerator Vela compiles for, Ethos-U85 included (Vela's
@@ -172,7 +206,8 @@ def check_vela_system(
     config of another family, or a combination Vela refuses raise a one-line DeviceConfigError
     or VelaConfigError listing the valid choices."""
     check_vela_accelerator(accelerator)
-    return _vela_arch(accelerator, system_config, memory_mode, arena_cache_size, Path(config_path))
+    return _system_arch(accelerator, system_config, memory_mode, arena_cache_size,
+                        vela_ini(config_path))  # fmt: skip
 
 
 def _vela_arch(
@@ -180,7 +215,7 @@ def _vela_arch(
     system_config: str,
     memory_mode: str,
     arena_cache_size: int | None,
-    config_path: Path,
+    config_path: VelaIni,
 ) -> ArchitectureFeatures:
     if system_config not in system_configs(config_path):
         raise DeviceConfigError("system config", system_config, system_configs(config_path))
@@ -224,7 +259,7 @@ def _vela_arch(
     return arch
 
 
-def _check_family(accelerator: str, system_config: str, config_path: Path) -> None:
+def _check_family(accelerator: str, system_config: str, config_path: VelaIni) -> None:
     """A system config named after another Ethos-U family (Vela's own are) describes that
     family's memory system, not this accelerator's."""
     family = "Ethos_" + accelerator.split("-")[1].upper() + "_"

@@ -10,7 +10,6 @@ formulas reads the arena cache size, so one pool-free architecture serves every 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 from ethosu.vela.architecture_allocator import ArchitectureBlockConfig
@@ -31,6 +30,7 @@ from cascader.ethosu.npu_op import NpuOpDescription
 from cascader.ethosu.perf_query import MEM_AREAS, performance_query
 from cascader.ethosu.vela_arch import default_arch, system_arch
 from cascader.ir.errors import ScheduleError
+from cascader.memo import memo_function
 
 __all__ = [
     "StripeCost",
@@ -43,13 +43,14 @@ __all__ = [
 ]
 
 
-@lru_cache(maxsize=64)
 def pool_free_arch(system: tuple) -> ArchitectureFeatures:
-    """The system's Vela architecture (bandwidths do not depend on the pool size)."""
+    """The system's Vela architecture (bandwidths do not depend on the pool size). A
+    `system` is (accelerator, system config, memory mode, `VelaIni`): the memos keyed by it
+    (here and in `system_arch`) key on the vela.ini's content."""
     return system_arch(*system[:3], None, system[3])
 
 
-@lru_cache(maxsize=8192)
+@memo_function(8192)
 def fastest_block(
     system: tuple, desc: NpuOpDescription, areas: tuple[str, str, str]
 ) -> tuple[int, int, int]:
@@ -216,7 +217,7 @@ class StripeCost:
     feature_maps: tuple[tuple[str, BandwidthDirection, float, float], ...]
 
 
-@lru_cache(maxsize=65536)
+@memo_function(65536)
 def stripe_cost(
     system: tuple,
     desc: NpuOpDescription,
@@ -267,7 +268,7 @@ def compute_cycles(system: tuple, desc: NpuOpDescription, block: tuple[int, int,
     )
 
 
-@lru_cache(maxsize=4096)
+@memo_function(4096)
 def hint_cycles(accelerator: str, desc: NpuOpDescription, block: tuple, areas: tuple) -> int:
     """Vela's compute cycles of `desc` with `block` on the accelerator's default system, its
     IFM and OFM in `areas`: the cost hint the TIR of a stripe carries."""

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from ethosu.vela.api import NpuBlockTraversal, npu_encode_bias, npu_encode_weights
 
-from cascader.core.lru import LruCache
 from cascader.ethosu.vela_arch import default_arch, npu_accelerator
 from cascader.ir.npu_ops import Conv2D, NpuOp
 from cascader.ir.units import SCALE_BIAS_BYTES, align
+from cascader.memo import Memo, caches_on, module_memo
 
 __all__ = [
     "core_bias_streams",
@@ -45,7 +45,7 @@ def is_part_kernel_first(op: Conv2D) -> bool:
 
 # Encodings by content (equal weights of another op or of a rebuilt network), bounded: a
 # sweep's schedules slice the same channels again and again.
-_ENCODED = LruCache(8192)
+_ENCODED: Memo[tuple, bytes] = module_memo("ethosu.weights encodings by content", 8192)
 
 
 @dataclass
@@ -54,13 +54,16 @@ class _OpConstants:
     same network's ops again and again, slicing the same channels each time."""
 
     bias_records: np.ndarray | None = None  # (channels, SCALE_BIAS_BYTES) uint8, Vela's records
-    weights: dict[tuple, bytes] = field(default_factory=dict)
+    weights: Memo[tuple, bytes] = field(default_factory=lambda: Memo("Conv2D encoded slices"))
 
 
 _BY_OP: weakref.WeakKeyDictionary[Conv2D, _OpConstants] = weakref.WeakKeyDictionary()
 
 
 def _op_constants(op: Conv2D) -> _OpConstants:
+    """The op's constants' memos (with the caches off, new ones each time: nothing kept)."""
+    if not caches_on():
+        return _OpConstants()
     found = _BY_OP.get(op)
     if found is None:
         found = _BY_OP[op] = _OpConstants()

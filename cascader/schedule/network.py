@@ -8,7 +8,6 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from cascader.core.graph import CascaderGraph
-from cascader.core.lru import LruCache
 from cascader.ethosu.graph import build_cascader_graph, dataflow
 from cascader.ir.boxes import Box, input_boxes
 from cascader.ir.errors import ScheduleError
@@ -25,7 +24,9 @@ from cascader.ir.npu_ops import (
     Tie,
     as_feature_maps,
 )
+from cascader.memo import Memo
 from cascader.schedule.in_place import write_in_place
+from cascader.schedule.replay import PlanTrace
 
 _READ_BOXES_KEPT = 1 << 16  # (part, output box) -> input boxes per network: tens of MB
 _PLAN_RECORDS_KEPT = 4096
@@ -122,33 +123,32 @@ class Network:
         return tid
 
     @cached_property
-    def plan_records(self) -> LruCache:
+    def plan_records(self) -> Memo[tuple, PlanTrace]:
         """Plan records (`replay.PlanTrace`) by (plan, system, roles, block policy, homes of
         its tensors): a sweep's proposals share most of their plans, also those of different
         cascader runs, so a plan that ran on this network is replayed, not run again."""
-        return LruCache(_PLAN_RECORDS_KEPT)
+        return Memo("Network.plan_records", _PLAN_RECORDS_KEPT)
 
     @cached_property
-    def placements(self) -> LruCache:
+    def placements(self) -> Memo[tuple, object]:
         """One-op plans as `Builder.placed` rewrites their weights' placement
         (`weight_placement.PlacedPlan`), by (plan, system, roles, block policy, the op's
         feature-map areas)."""
-        return LruCache(_PLAN_RECORDS_KEPT)
+        return Memo("Network.placements", _PLAN_RECORDS_KEPT)
 
     @cached_property
-    def _read_boxes(self) -> dict[tuple[int, Box], tuple[tuple[Box, ...], tuple[int, ...]]]:
-        return {}
+    def _read_boxes(self) -> Memo[tuple[int, Box], tuple[tuple[Box, ...], tuple[int, ...]]]:
+        return Memo("Network.read_boxes", _READ_BOXES_KEPT)
 
     def input_boxes(self, part: int, ofm: Box) -> tuple[tuple[Box, ...], tuple[int, ...]]:
         """`input_boxes` of the part's op, remembered: a schedule asks for the same boxes
         stripe after stripe, and a sweep's schedules of one network for many of the same."""
         memo = self._read_boxes
         key = (part, ofm)
-        found = memo.get(key)
+        found = memo.lookup(key)
         if found is None:
-            if len(memo) >= _READ_BOXES_KEPT:
-                memo.clear()
-            found = memo[key] = input_boxes(self.ops[part], ofm)
+            found = input_boxes(self.ops[part], ofm)
+            memo.keep(key, found)
         return found
 
     def feature_map(self, tid: int) -> NpuTensor:

@@ -9,7 +9,6 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from cascader.core.cascade import CascadeResult, cascade
-from cascader.core.lru import LruCache
 from cascader.core.options import CascaderOptions
 from cascader.core.proposal_generation import choose_proposal
 from cascader.ethosu.graph import graph_document
@@ -17,6 +16,7 @@ from cascader.ethosu.memory import SystemMemory, system_memory
 from cascader.ethosu.weights import encoded_size
 from cascader.ir.errors import ScheduleError
 from cascader.ir.schedule import Schedule
+from cascader.memo import Memo
 from cascader.schedule.network import Network
 from cascader.schedule.policies import (
     ScheduleKey,
@@ -81,11 +81,11 @@ class PointScheduler:
 
     def __init__(self, network: Network) -> None:
         self.network = network
-        self.cascades = LruCache(64)
-        self.keys = LruCache(4096)
-        self.schedules = LruCache(8)
-        self.needs = LruCache(4096)
-        self.layers = LruCache(4)
+        self.cascades: Memo[tuple, CascadeResult] = Memo("PointScheduler.cascades", 64)
+        self.keys: Memo[ProposalKey, ScheduleKey] = Memo("PointScheduler.keys", 4096)
+        self.schedules: Memo[ScheduleKey, Schedule] = Memo("PointScheduler.schedules", 8)
+        self.needs: Memo[ScheduleKey, int] = Memo("PointScheduler.needs", 4096)
+        self.layers: Memo[tuple, tuple[ScheduleKey, list]] = Memo("PointScheduler.layers", 4)
 
     def cascade_key(self, memory: SystemMemory, options: CascaderOptions, region: int) -> tuple:
         """What a cascader run of this network depends on (a `ProposalKey`'s `run`)."""
@@ -100,7 +100,7 @@ class PointScheduler:
         if found is not None:
             return found
         region = system_memory(memory.accelerator, memory.system_config, memory.memory_mode,
-                               region_bytes, memory.config_path)  # fmt: skip
+                               region_bytes, memory.vela_ini)  # fmt: skip
         document = graph_document(self.network.graph, region, proposal_options(options))
         try:
             found = cascade(document.graph, document.regions, document.home_map, document.options)

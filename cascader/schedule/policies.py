@@ -219,7 +219,9 @@ def layer_plans(
     """The plans of `layer_by_layer_schedule`, one op each: the pool decides only which
     weights are read in place and how the others are sliced, so many pools share them."""
     graph = net.graph
-    area = memory.roles[feature_maps]
+    if feature_maps not in ("io", "cascade"):
+        raise ValueError(f"feature maps go in the io or cascade area, not {feature_maps!r}")
+    area = memory.cascade_area if feature_maps == "cascade" else memory.io_area
     io = graph_io(graph)
 
     def home_of(tid: int) -> str:

@@ -6,10 +6,10 @@ They come from Vela's own architecture tables, so they cannot drift from the com
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 
 from ethosu.vela.architecture_features import Accelerator, ArchitectureFeatures
 
+from cascader.memo import memo_function
 from cascader.simulator.errors import SimulationError
 
 _SHRAM_BANK_BYTES = 1024
@@ -49,7 +49,7 @@ class AcceleratorConfig:
         return 40 if self.is_u65 else 32
 
 
-@cache
+@memo_function(None)
 def accelerator_config(name: str) -> AcceleratorConfig:
     """The configuration of an Ethos-U55/U65 variant named as Vela names it."""
     try:

@@ -12,11 +12,11 @@ import struct
 import subprocess
 import sys
 import threading
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
+from cascader.memo import memo_function
 from cascader.simulator.errors import SimulationError
 
 _WORKER = Path(__file__).with_name("mlw_worker.py")
@@ -77,7 +77,7 @@ class _Worker:
 _worker = _Worker()
 
 
-@lru_cache(maxsize=1024)
+@memo_function(1024)
 def _decode_cached(data: bytes) -> np.ndarray | None:
     if not data:
         return None

@@ -16,9 +16,10 @@ Checked against `mlw_codec.reorder_encode`, the encoder Vela uses, in the tests.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
+
+from cascader.memo import memo_function
 
 _SUB_KERNEL = 8
 
@@ -89,7 +90,7 @@ def _chunk(layout: WeightLayout, oz: int, iz: int, sy: int, sx: int, ifm_block: 
     return np.where(valid, flat, -1).reshape(-1)
 
 
-@lru_cache(maxsize=256)
+@memo_function(256)
 def stream_order(layout: WeightLayout) -> np.ndarray:
     """Flat OHWI index of each decoded weight of a stream, -1 for padding positions."""
     lay = layout

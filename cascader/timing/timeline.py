@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from ethosu.vela.ethos_u55_regs.ethos_u55_regs import cmd0
 
+from cascader.ethosu.vela_arch import vela_ini
 from cascader.simulator.accelerator import accelerator_config
 from cascader.simulator.commands import Command, decode_commands
 from cascader.simulator.descriptors import Unsupported
@@ -136,7 +137,7 @@ def time_payload(command_stream: bytes, system: tuple) -> TimedStream:
     one after another. The accelerator is the one the payload names."""
     payload = parse_payload(command_stream)
     accelerator = payload.accelerator or system[0]
-    areas = SystemAreas.of((accelerator, *system[1:]))
+    areas = SystemAreas.of((accelerator, *system[1:3], vela_ini(system[3])))
     out = TimedStream()
     for words in payload.streams:
         commands, _ = decode_commands(words)

@@ -285,11 +285,11 @@ def test_a_convolution_reads_its_ifm_once_per_ofm_block_as_vela_counts():
 def _single_plans(document, part):
     """The "vela" single plans of `part` computed whole, and the context that made them
     (every constant may also be read in place, however small)."""
-    from cascader.core.single_plans import _vela_single_plans
+    from cascader.core.single_plans_vela import vela_single_plans
 
     options = replace(document.options, cost_model="vela", always_copy_size=0)
     ctx = PlanContext(document.graph, document.regions, document.home_map, options)
-    return ctx, _vela_single_plans(part, [_whole(part)], ctx, None)
+    return ctx, vela_single_plans(part, [_whole(part)], ctx, None)
 
 
 @needs_shared

@@ -13,6 +13,7 @@ import pytest
 
 from cascader.core import CascaderGraph, CascaderOptions, MemoryRegion, cascade
 from cascader.core.costs import BlockCosts, CommandBound, PerformanceInfo
+from cascader.core.errors import ContractError
 from cascader.core.part import BufferMode, Part
 from cascader.core.propagator import Propagator
 from cascader.core.stripe_config import StripeConfig
@@ -242,3 +243,11 @@ def test_the_toy_s_commands_waiting_for_their_input_cost_cycles_under_the_vela_m
     assert [p.memory_usage for p in waiting.proposals] == [p.memory_usage for p in free.proposals]
     for slow, fast in zip(waiting.proposals, free.proposals, strict=True):
         assert slow.cycles >= fast.cycles + fetch
+
+
+def test_a_part_whose_commands_wait_but_that_gives_no_bound_is_named_as_breaking_the_contract():
+    """The default `command_bound` is a guard: a device that answers `ifm_block_bytes` must
+    write its own, and the error says which part's class did not and what it is for."""
+    graph, _ = _graph(True, True)
+    with pytest.raises(ContractError, match=r"ToyOp answers ifm_block_bytes .* command_bound"):
+        Part.command_bound(graph.parts[0], [], [], np.zeros(0), np.zeros(0), 0.0, None)

@@ -21,12 +21,10 @@ from cascader.core.part import BufferMode, in_place_input
 from cascader.core.plan_context import PlanContext, per_cycle
 from cascader.core.plan_generation import generate_graph_plans
 from cascader.core.propagator import Propagator
-from cascader.core.single_plans import (
-    _accumulate,
-    _input_memory,
-    _vela_input,
-    generate_single_plans,
-)
+from cascader.core.single_plan_arrays import input_memory
+from cascader.core.single_plans import generate_single_plans
+from cascader.core.single_plans_tvm import accumulate
+from cascader.core.single_plans_vela import vela_input
 from cascader.core.stripe_config import count_stripes
 from cascader.core.stripe_generation import generate_output_stripe_configs
 from cascader.core.tensor import Tensor
@@ -66,7 +64,7 @@ def test_array_accumulation_is_the_single_precision_loop(rows):
     width = max(len(r) for r in rows)
     padded = [r + [0.0] * (width - len(r)) for r in rows]
     columns = [np.array([r[k] for r in padded]) for k in range(width)]
-    got = _accumulate(columns)
+    got = accumulate(columns)
     assert got.tolist() == [_scalar_accumulate(r) for r in padded]
 
 
@@ -182,7 +180,7 @@ def _plain_single_plans(part, configs, ctx):
                     )
                     for info in (rolling, recompute)
                 ]
-                choices.append((c, _input_memory(c, cascade), *copy, *reads))
+                choices.append((c, input_memory(c, cascade), *copy, *reads))
             options.append(choices)
         writes = []
         for out in outputs:
@@ -260,7 +258,7 @@ def _plain_vela_single_plans(part, configs, ctx):
             zip(part.input_stripe_configs(config), part.inputs, strict=True)
         ):
             encoding = part.weight_encoding(slot)
-            options.append([_vela_input(ctx, c, weights >= 0, encoding) for c in
+            options.append([vela_input(ctx, c, weights >= 0, encoding) for c in
                             ctx.input_configs(sc, tensor)])  # fmt: skip
         for combo in itertools.product(*reversed(options)):
             combo = combo[::-1]

@@ -74,10 +74,10 @@ def test_stripe_costs_cached_under_one_pool_are_those_of_another() -> None:
     small, large = (system_memory(*U55, kib * 1024) for kib in (160, 2048))
     point = prepared.scheduler.schedule_point(small, CascaderOptions(enable_striping=True))
     ops = generate(point.schedule, U55[0], command_streams=False).scheduled_ops
-    vela_cost.stripe_cost.cache_clear()
+    vela_cost.stripe_cost.memo.clear()
     evaluate(ops, small)
     warm = evaluate(ops, large)
-    vela_cost.stripe_cost.cache_clear()
+    vela_cost.stripe_cost.memo.clear()
     cold = evaluate(ops, large)
     assert warm == cold
     assert warm.to_json() == cold.to_json()

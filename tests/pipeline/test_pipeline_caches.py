@@ -47,6 +47,7 @@ def test_options_without_striping_make_the_proposals_of_their_normal_form() -> N
     assert proposal_options(striped) == striped
 
 
+@pytest.mark.caches
 def test_a_score_reused_for_another_pool_is_that_pools_score() -> None:
     options = CascaderOptions(enable_striping=True)
     pools = (256 * 1024, 256 * 1024 + 4096, 2 * 1024 * 1024)

@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from cascader.artifact.build import write_build
 from cascader.core.options import CascaderOptions
 from cascader.estimate import Device, PointConfig
-from cascader.ethosu import device, npu_op, vela_cost, weights
+from cascader.ethosu import weights
 from cascader.ir.boxes import input_boxes
+from cascader.memo import caches_on, clear_module_memos
 from cascader.pipeline import Session
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
@@ -25,11 +28,8 @@ POINTS = [
 
 def _forget_device_memos() -> None:
     """The Ethos-U device model's memos, shared by every session in the process."""
-    weights._ENCODED.clear()
+    clear_module_memos()
     weights._BY_OP.clear()
-    for memo in (vela_cost.fastest_block, vela_cost.stripe_cost, device.valid_blocks,
-                 device._vela_block_config, device._block_configs, npu_op._described):  # fmt: skip
-        memo.cache_clear()
 
 
 def _estimates(session: Session) -> list[dict]:
@@ -50,8 +50,9 @@ def test_warm_points_are_the_cold_points(tmp_path: Path) -> None:
     _estimates(warmed)  # warms every memo with these and neighbouring points
     warm = _estimates(warmed)
     warm_streams = _compiled(warmed, tmp_path / "warm")
-    assert warmed.prepared.network._read_boxes  # the schedules' box memo was used
-    assert warmed.scheduler.cascades.hits and warmed.scores.hits  # and the session's caches
+    if caches_on():
+        assert warmed.prepared.network._read_boxes  # the schedules' box memo was used
+        assert warmed.scheduler.cascades.hits and warmed.scores.hits  # and the session's
     _forget_device_memos()
     fresh = Session(EXAMPLE, U55)
     cold = _estimates(fresh)
@@ -59,6 +60,7 @@ def test_warm_points_are_the_cold_points(tmp_path: Path) -> None:
     assert _compiled(fresh, tmp_path / "cold") == warm_streams
 
 
+@pytest.mark.caches
 def test_remembered_box_reads_are_the_op_reads() -> None:
     session = Session(EXAMPLE, U55)
     session.score(PointConfig(160 * 1024, CascaderOptions(), 1 << 20))

@@ -1,0 +1,440 @@
+"""Single-part plans under the "vela" cost model: what the flow's evaluator (Vela's
+performance model over the plan's stripe schedule) charges the op, for every combination of
+input choices at once."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+
+from cascader.core.part import BufferMode, Part, in_place_input
+from cascader.core.plan import Plan
+from cascader.core.plan_context import PlanContext
+from cascader.core.single_plan_arrays import (
+    INTERIOR,
+    SinglePlans,
+    choice,
+    input_memory,
+    stripe_choices,
+    whole_memory,
+)
+from cascader.core.stripe_config import StripeConfig
+from cascader.core.tensor_config import TensorConfig
+
+
+def vela_single_plans(
+    part: Part,
+    output_stripe_configs: list[StripeConfig],
+    ctx: PlanContext,
+    joinable: Callable[[TensorConfig], bool] | None,
+) -> SinglePlans:
+    """`generate_single_plans` under the "vela" cost model: a plan costs what the flow's
+    evaluator (Vela's performance model over the plan's stripe schedule) charges the op: the
+    largest of its NPU cycles and each memory region's access cycles (the bytes the NPU reads
+    and writes there times the part's cycles per byte there, `Part.access_costs`). The NPU
+    cycles are the compute plus the DMA copies of its constants: the schedule copies them
+    into one buffer per constant, so each slice's copy waits for the stripes before it, all
+    but the first, which runs under the previous op (`copy_slack`).
+    A part that double-buffers its weights alone (`Part.double_buffers_whole_weights`) is
+    costed so in one stripe, as the schedule runs a plan left with that op alone (its copies
+    overlap the compute; merged into a longer plan of one stripe it would be
+    single-buffered, which the single plan cannot know).
+    Memory counts a copied weight buffer encoded and an elementwise output written over its
+    input (`in_place_input`) once, as the schedule holds them. The copied constants' reads
+    are not access cycles. The evaluator sees an op's constants as copied only when its
+    weights are: a scale-bias copied alone counts as read where it is homed. Feature-map
+    copies overlap the compute.
+    The op's cost is asked once per distinct set of areas the combinations of input choices
+    read from and spread over the combinations with numpy; configs that differ only in loop
+    order cost the same (only their buffers differ), so it is asked per stripe tiling (and
+    output mode and area), for all of the part's at once."""
+    weights = part.weight_tensor_idx
+    fused = in_place_input(part)
+    slack = ctx.copy_slack(part) if weights >= 0 else 0.0
+    encodings = [part.weight_encoding(slot) for slot in range(len(part.inputs))]
+    rows = _VelaRows()
+    layout: _VelaLayout | None = None
+    # Per (stripe tiling, output buffer mode, output copy region): a number, and the DMA
+    # and constant copy cycles per combination. A part may cost an output in another mode
+    # than its own (`Part.costed_mode`).
+    tiled: dict[tuple[StripeConfig, BufferMode, str], int] = {}
+    tiled_transfers: list[Transfers] = []
+    double_buffers = part.double_buffers_whole_weights
+    cascade = ctx.cascade
+    # Per (input stripe config, slot): its options (rows share their constants' configs).
+    slot_options: dict[tuple[StripeConfig, int], list[VelaInput]] = {}
+    for output_stripe_config, input_stripe_configs, outs, wanted in stripe_choices(
+        part, output_stripe_configs, ctx, joinable
+    ):
+        options = []
+        for slot, (sc, tensor) in enumerate(zip(input_stripe_configs, part.inputs, strict=True)):
+            known = slot_options.get((sc, slot))
+            if known is None:
+                known = slot_options[(sc, slot)] = [
+                    vela_input(ctx, config, weights >= 0, encodings[slot])
+                    for config in ctx.input_configs(sc, tensor)
+                ]
+            options.append(known)
+        if not options or not all(options):
+            continue
+        if layout is None:
+            layout = _VelaLayout(ctx, options, weights)
+        tiling = ctx.tiling(output_stripe_config)
+        # A part alone in one stripe may double-buffer its copied weights (the schedule's
+        # `double_buffered`): their copies overlap its compute.
+        overlapped = double_buffers and math.prod(output_stripe_config.stripes) == 1
+        transfers = None
+        kept = [o for o, keep in enumerate(wanted) if keep]
+        numbers = []
+        for o in kept:
+            mode = part.costed_mode(tiling, outs[o].buffer_mode)
+            key = (tiling, mode, outs[o].copy_region)
+            number = tiled.get(key)
+            if number is None:
+                if transfers is None:
+                    transfers = layout.transfers(options, slack, overlapped)
+                number = tiled[key] = len(tiled_transfers)
+                tiled_transfers.append(transfers)
+            numbers.append(number)
+        rows.add(layout, options, outs, kept, numbers, fused, cascade)
+    if layout is None:
+        empty = np.zeros(0, dtype=np.int64)
+        return SinglePlans(empty, empty, [], empty, [], empty, rows.rows.__getitem__)
+    row_of, combo_of, kept_at = rows.plan_positions(layout.count)
+    out_of = np.array([o for kept in rows.kept_outputs for o in kept], dtype=np.int64)[kept_at]
+    output_index = np.array(rows.output_numbers, dtype=np.int64)[kept_at]
+    output_memory = np.array(rows.output_memory, dtype=np.int64)[kept_at]
+    memory_all = layout.memory(np.array(rows.input_memory, dtype=np.int64))[row_of, combo_of]
+    memory_all = memory_all + output_memory
+    if fused >= 0:
+        memory_all -= np.minimum(
+            np.array(rows.written_over, dtype=np.int64)[row_of, layout.picks[fused][combo_of]],
+            output_memory,
+        )
+    part.prepare_block_costs([key[0] for key in tiled], [key[1] for key in tiled])
+    cycles_all = _tiled_cycles(part, layout, tiled, tiled_transfers)[
+        np.array(rows.output_cycles, dtype=np.int64)[kept_at], combo_of
+    ]
+    opens = list(rows.open_inputs)
+    open_index = np.array(rows.open_numbers, dtype=np.int64)[row_of, layout.open_codes[combo_of]]
+    group = 1 << part.id
+
+    def build(index: int) -> Plan:
+        configs, row_outputs = rows.rows[int(row_of[index])]
+        o = int(out_of[index])
+        output = row_outputs[o]
+        open_configs = opens[int(open_index[index])]
+        # The original appended every output config tried so far, not just this one.
+        return Plan(
+            (*choice(configs, int(combo_of[index])), *row_outputs[: o + 1]),
+            (*open_configs, output) if output.state == INTERIOR else open_configs,
+            output,
+            group,
+            cascade,
+            int(memory_all[index]),
+            int(cycles_all[index]),
+        )
+
+    return SinglePlans(
+        memory_all, cycles_all, list(rows.outputs), output_index, opens, open_index, build
+    )
+
+
+class _VelaRows:
+    """The rows of `vela_single_plans` (one per output stripe config planned), gathered for
+    one set of array operations over all their plans: per row, its input and output configs,
+    its input choices' cascade-region bytes (slot after slot), its kept outputs' positions,
+    numbers, cycles (a number in the caller's `tiled`) and cascade-region bytes, and each
+    set of open inputs' number (per class of `_VelaLayout.open_positions`). An elementwise
+    output written over its input (`in_place_input`) takes no bytes of its own when both are
+    held whole in the cascade region: per row, the bytes of each choice of that input it
+    would be written over."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[list[list[TensorConfig]], list[TensorConfig]]] = []
+        self.input_memory: list[list[int]] = []
+        self.kept_outputs: list[list[int]] = []
+        self.output_numbers: list[int] = []
+        self.output_cycles: list[int] = []
+        self.output_memory: list[int] = []
+        self.open_numbers: list[list[int]] = []
+        self.written_over: list[list[int]] = []
+        self.outputs: dict[TensorConfig, int] = {}
+        self.open_inputs: dict[tuple[TensorConfig, ...], int] = {}
+
+    def add(
+        self,
+        layout: _VelaLayout,
+        options: list[list[VelaInput]],
+        outs: list[TensorConfig],
+        kept: list[int],
+        cycles: list[int],
+        fused: int,
+        cascade: str,
+    ) -> None:
+        """One row: its input `options`, output configs `outs`, the positions of those kept
+        and each kept one's cycles number."""
+        configs = [[option.config for option in choices] for choices in options]
+        open_inputs = self.open_inputs
+        self.open_numbers.append(
+            [
+                open_inputs.setdefault(
+                    tuple(configs[slot][pick] for slot, pick in interior), len(open_inputs)
+                )
+                for interior in layout.open_positions
+            ]
+        )
+        self.input_memory.append([option.memory for choices in options for option in choices])
+        if fused >= 0:
+            self.written_over.append([whole_memory(o.config, cascade) for o in options[fused]])
+        self.output_memory += [whole_memory(outs[o], cascade) for o in kept]
+        self.output_cycles += cycles
+        self.kept_outputs.append(kept)
+        self.output_numbers += [self.outputs.setdefault(outs[o], len(self.outputs)) for o in kept]
+        self.rows.append((configs, outs))
+
+    def plan_positions(self, combinations: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per plan, in the original's order (row after row, combination-major, then kept
+        output): its row, its combination of input choices and its kept output's position
+        among all rows' kept outputs, joined."""
+        widths = np.array([len(kept) for kept in self.kept_outputs], dtype=np.int64)
+        plans_per_row = combinations * widths
+        row_of = np.repeat(np.arange(len(self.rows), dtype=np.int64), plans_per_row)
+        starts = (np.cumsum(plans_per_row) - plans_per_row)[row_of]
+        combo_of, kept_at = np.divmod(np.arange(len(row_of), dtype=np.int64) - starts,
+                                      widths[row_of])  # fmt: skip
+        kept_at += (np.cumsum(widths) - widths)[row_of]
+        return row_of, combo_of, kept_at
+
+
+def _tiled_cycles(
+    part: Part,
+    layout: _VelaLayout,
+    tiled: dict[tuple[StripeConfig, BufferMode, str], int],
+    transfers: list[Transfers],
+) -> np.ndarray:
+    """Cycles per (stripe tiling, mode, output area) numbered in `tiled` and combination,
+    the keys with one output area costed together."""
+    by_area: dict[str, list[int]] = {}
+    for number, (_, _, area) in enumerate(tiled):
+        by_area.setdefault(area, []).append(number)
+    keys = list(tiled)
+    cycles = np.empty((len(keys), layout.count), dtype=np.int64)
+    for area, numbers in by_area.items():
+        cycles[numbers] = layout.cycles(
+            part,
+            [keys[n][0] for n in numbers],
+            [keys[n][1] for n in numbers],
+            area,
+            Transfers(*(np.stack([transfers[n][i] for n in numbers]) for i in range(3))),
+        )
+    return cycles
+
+
+class Transfers(NamedTuple):
+    """Per combination of input choices, what copies add to a "vela" plan's cycles: DMA
+    cycles of copied constant operands, which overlap the compute (`dma`); NPU cycles the
+    copies of feature maps and of the op's weights add to its compute (`added`); cycles of
+    weight copies that run beside the compute (`beside`)."""
+
+    dma: np.ndarray
+    added: np.ndarray
+    beside: np.ndarray
+
+
+class _VelaLayout:
+    """The combinations of input choices of a part's output stripe configs under the "vela"
+    cost model (`vela_single_plans`), the first input varying fastest. Which choices an
+    input has depends on its tensor, not on the stripe config (`PlanContext.input_configs`),
+    so what only depends on the kinds of choices is worked out once per part: each
+    combination's picks, the areas it reads, its group of constant choices and its set of
+    INTERIOR inputs. A row's options (`VelaInput`s) give the values."""
+
+    def __init__(self, ctx: PlanContext, options: list[list[VelaInput]], weights: int) -> None:
+        self.ctx, self.weights = ctx, weights
+        sizes = [len(choices) for choices in options]
+        self.count = math.prod(sizes)
+        combination = np.arange(self.count, dtype=np.int64)
+        self.starts = [sum(sizes[:slot]) for slot in range(len(sizes))]
+        self.picks = []
+        step = 1
+        for size in sizes:
+            self.picks.append(combination // step % size)
+            step *= size
+        configs = [[option.config for option in choices] for choices in options]
+        self.copied = np.zeros(self.count, dtype=bool)
+        if weights >= 0:
+            self.copied = np.array([c.copy_tensor for c in configs[weights]])[self.picks[weights]]
+        # Per combination: which areas it reads, as an index into `self.area_sets`.
+        area_sets: list[tuple[tuple[str | None, ...], str | None]] = []
+        names: dict[str | None, int] = {}
+        code = np.zeros(self.count, dtype=np.int64)
+        for slot, choices in enumerate(options):
+            ids = np.array(
+                [[names.setdefault(o.area_weights_home, len(names)),
+                  names.setdefault(o.area_weights_copied, len(names))] for o in choices],
+                dtype=np.int64,
+            )  # fmt: skip
+            code = code * (len(ctx.regions) + 2) + ids[self.picks[slot], self.copied.astype(int)]
+        code = code * 2 + self.copied.astype(np.int64)
+        if weights >= 0:
+            # The constants' area when the weights are not copied: their home.
+            homes = [names.setdefault(c.home_region, len(names)) for c in configs[weights]]
+            code = code * (len(ctx.regions) + 2) + np.array(homes)[self.picks[weights]]
+        first, self.area_of = _first_appearances(code)
+        for combo in first:
+            copied = bool(self.copied[combo])
+            areas = tuple(
+                choices[int(pick[combo])].area(copied)
+                for choices, pick in zip(options, self.picks, strict=True)
+            )
+            const_area = None
+            if weights >= 0:
+                home = configs[weights][int(self.picks[weights][combo])].home_region
+                const_area = ctx.cascade if copied else home
+            area_sets.append((areas, const_area))
+        self.area_sets = tuple(area_sets)
+        # The constants' choices set the copies the NPU waits for: one cost per group.
+        key = np.zeros(self.count, dtype=np.int64)
+        if weights >= 0:
+            for slot, choices in enumerate(configs):
+                if slot == weights or choices[0].tensor.is_constant:
+                    key = key * len(choices) + self.picks[slot]
+        self.constant_firsts, self.constant_of = _first_appearances(key)
+        # Per combination, which set of INTERIOR input choices it has, numbered in order of
+        # first appearance; and the (slot, choice) of each set's members.
+        code = np.zeros(self.count, dtype=np.int64)
+        for choices, pick in zip(configs, self.picks, strict=True):
+            interior = np.array(
+                [i + 1 if c.state == INTERIOR else 0 for i, c in enumerate(choices)],
+                dtype=np.int64,
+            )
+            code = code * (len(choices) + 1) + interior[pick]
+        firsts, self.open_codes = _first_appearances(code)
+        self.open_positions = [
+            [
+                (slot, int(pick[first]))
+                for slot, (choices, pick) in enumerate(zip(configs, self.picks, strict=True))
+                if choices[int(pick[first])].state == INTERIOR
+            ]
+            for first in firsts
+        ]
+
+    def memory(self, choices: np.ndarray) -> np.ndarray:
+        """Per row and combination: the cascade-region bytes of its input choices, from
+        each row's choices' bytes (slot after slot)."""
+        return sum(
+            choices[:, start + pick] for start, pick in zip(self.starts, self.picks, strict=True)
+        )
+
+    def transfers(
+        self, options: list[list[VelaInput]], slack: float, overlapped: bool = False
+    ) -> Transfers:
+        """The `Transfers` of each combination. A feature map's
+        copies each wait for the stripe before and hold up the stripe after (the schedule
+        copies them into one buffer). Weights single-buffered: the whole copy adds but the
+        first slice's, which hides under the previous op up to `slack`; double-buffered
+        (`overlapped`), the first slice hides under the previous op and the rest under the
+        compute, so the op takes the longer of its compute and the copy past `slack`."""
+        dma, serial = np.zeros(self.count), np.zeros(self.count)
+        for choices, pick in zip(options, self.picks, strict=True):
+            cycles = np.array([o.dma for o in choices])[pick]
+            if choices[0].config.tensor.is_constant:
+                dma = dma + cycles
+            else:
+                serial = serial + cycles
+        if self.weights < 0:
+            return Transfers(dma, serial, np.zeros(self.count))
+        ctx, weights = self.ctx, self.weights
+        added, beside = [], []
+        for combo in self.constant_firsts:
+            chosen = [
+                choices[int(pick[combo])] for choices, pick in zip(options, self.picks, strict=True)
+            ]
+            home = chosen[weights].config.home_region
+            if not chosen[weights].config.copy_tensor:
+                added.append(0.0)
+                beside.append(0.0)
+                continue
+            total = sum(c.copy_bytes[0] for c in chosen)
+            first_bytes = sum(c.copy_bytes[1] for c in chosen)
+            full = ctx.mem2mem(home, ctx.cascade, total)
+            if overlapped:
+                added.append(0.0)
+                beside.append(max(full - slack, 0.0))
+            else:
+                added.append(full - min(ctx.mem2mem(home, ctx.cascade, first_bytes), slack))
+                beside.append(0.0)
+        added = np.array(added)[self.constant_of] + serial
+        return Transfers(dma, added, np.array(beside)[self.constant_of])
+
+    def cycles(
+        self,
+        part: Part,
+        configs: list[StripeConfig],
+        modes: list[BufferMode],
+        out_area: str,
+        transfers: Transfers,
+    ) -> np.ndarray:
+        """Per output stripe config (its output in the mode at the same position of
+        `modes`, copied to `out_area`) and combination: the plan's cycles, the largest of
+        the NPU cycles (the copies `added` on top, at least the weight copies `beside` it),
+        the overlapped DMA and each region's access cycles. `transfers`: per config (rows)
+        and combination."""
+        compute, access = self.ctx.vela_costs(part, configs, modes, out_area, self.area_sets)
+        access = np.maximum.reduce(access, axis=2)
+        npu = np.maximum(compute[:, self.area_of] + transfers.added, transfers.beside)
+        return np.maximum(np.maximum(npu, transfers.dma), access[:, self.area_of]).astype(np.int64)
+
+
+def _first_appearances(codes: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """(index of the first occurrence of each distinct code, in order of appearance; each
+    entry's number in that order). A row has few combinations: a dictionary beats sorting."""
+    numbers: dict[int, int] = {}
+    first = []
+    inverse = []
+    for index, code in enumerate(codes.tolist()):
+        number = numbers.get(code)
+        if number is None:
+            number = numbers[code] = len(first)
+            first.append(index)
+        inverse.append(number)
+    return first, np.array(inverse, dtype=np.int64)
+
+
+class VelaInput(NamedTuple):
+    """One way of providing an input under the "vela" cost model (`vela_single_plans`): its
+    config, its cascade-region bytes, the overlapped DMA cycles of copying it (a feature
+    map), the bytes the schedule copies of it (a constant: all, first stripe's) and the
+    area its reads count in when the op's weights are copied, and when they are not (the
+    evaluator sees a constant as copied only with the weights; None: not counted)."""
+
+    config: TensorConfig
+    memory: int
+    dma: float
+    copy_bytes: tuple[float, float]
+    area_weights_copied: str | None
+    area_weights_home: str | None
+
+    def area(self, weights_copied: bool) -> str | None:
+        return self.area_weights_copied if weights_copied else self.area_weights_home
+
+
+def vela_input(
+    ctx: PlanContext, config: TensorConfig, has_weights: bool, encoding: tuple[float, int]
+) -> VelaInput:
+    """The `VelaInput` of `config`. `encoding`: see `Part.weight_encoding`."""
+    memory = input_memory(config, ctx.cascade)
+    if has_weights and config.tensor.is_constant:
+        copy_bytes = (
+            ctx.constant_copy_bytes(config, *encoding) if config.copy_tensor else (0.0, 0.0)
+        )
+        if memory and encoding != (1.0, 0):
+            # The schedule's buffer holds a stripe's weights encoded, not their elements.
+            memory = math.ceil(memory * encoding[0] + encoding[1])
+        return VelaInput(config, memory, 0.0, copy_bytes, None, config.home_region)
+    dma = ctx.vela_copy(config) if config.copy_tensor else 0.0
+    return VelaInput(config, memory, dma, (0.0, 0.0), config.copy_region, config.copy_region)
