@@ -705,13 +705,15 @@ def scored_ops(schedule: Schedule, accelerator: str) -> list[ScheduledOp]:
 class _PartOps:
     """What one part's stripes emitted, gathered for its `ScheduledOp`: its first stripe, its
     block operations with the constant bytes copied in just before each, the lookup-table
-    bytes it copied, and the weight buffers it used (two: double buffering)."""
+    bytes it copied, the weight buffers it used (two: double buffering), and whether its
+    first constant copy runs beside an earlier stripe (`schedule.prebuffering`)."""
 
     first: Stripe
     stripes: list[NpuBlockOperation] = field(default_factory=list)
     copies: list[int] = field(default_factory=list)
     lut_bytes: int = 0
     buffers: set[int] = field(default_factory=set)
+    first_copy_hidden: bool | None = None
 
 
 def _emit(emitter: _Emitter) -> tuple[list[FunctionStream], list[ScheduledOp]]:
@@ -722,8 +724,12 @@ def _emit(emitter: _Emitter) -> tuple[list[FunctionStream], list[ScheduledOp]]:
     per_part: dict[int, _PartOps] = {}
     order: list[int] = []
     pending: dict[tuple[int, int], int] = {}  # (part, buffer) -> constant bytes copied into it
+    # A constant copy can run beside the stripe before it only when its buffer is live
+    # there, so the allocator kept it off that stripe's bytes.
+    beside: dict[tuple[int, int], bool] = {}
+    last_stripe = -1
     fm_copies: dict[int, list[tuple[str, str, int]]] = {}  # part -> its feature-map copies
-    for step in schedule.steps:
+    for index, step in enumerate(schedule.steps):
         function = net.function_of[step.part]
         stream = streams.get(function)
         if stream is None:
@@ -737,6 +743,7 @@ def _emit(emitter: _Emitter) -> tuple[list[FunctionStream], list[ScheduledOp]]:
                 fm_copies.setdefault(step.part, []).append((*areas, nbytes))
             else:
                 pending[step.part, step.dest] = nbytes
+                beside[step.part, step.dest] = emitter.buffers[step.dest].first <= last_stripe
             continue
         ops = emitter.stripe_ops(step)
         stream.operations += ops
@@ -747,8 +754,12 @@ def _emit(emitter: _Emitter) -> tuple[list[FunctionStream], list[ScheduledOp]]:
         emitted.buffers.add(step.weights_buffer)
         # A constant copy lands in a buffer for the next stripe that reads that buffer (a
         # double buffer's next slice is copied before the current slice runs).
+        last_stripe = index
         copied = pending.pop((step.part, step.weights_buffer), 0)
         copied += pending.pop((step.part, step.bias_buffer), 0)
+        if copied and emitted.first_copy_hidden is None:
+            keys = ((step.part, step.weights_buffer), (step.part, step.bias_buffer))
+            emitted.first_copy_hidden = all(beside.get(key, True) for key in keys)
         for npu in ops:
             if isinstance(npu, NpuBlockOperation):
                 emitted.stripes.append(npu)
@@ -756,6 +767,9 @@ def _emit(emitter: _Emitter) -> tuple[list[FunctionStream], list[ScheduledOp]]:
                 copied = 0
             elif npu.dest.region == BASE_PTR_INDEX_MEM2MEM:
                 emitted.lut_bytes += npu.src.length
+            else:  # a pad's fill, copied before the op like its input windows
+                areas = (emitter.area(npu.src.region), emitter.area(npu.dest.region))
+                fm_copies.setdefault(step.part, []).append((*areas, npu.src.length))
     scheduled = [
         _scheduled_op(emitter, net.ops[p], per_part[p], tuple(fm_copies.get(p, ()))) for p in order
     ]
@@ -787,6 +801,7 @@ def _scheduled_op(
         weight_source_area=constants if copied else None,
         weight_buffering="double" if len(emitted.buffers) > 1 else "single",
         weight_copies=tuple(emitted.copies) if copied else (),
+        first_copy_hidden=emitted.first_copy_hidden is not False,
         lut_source_area=constants if emitted.lut_bytes else None,
         lut_bytes=emitted.lut_bytes,
         feature_map_copies=fm_copies,

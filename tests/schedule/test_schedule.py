@@ -627,3 +627,39 @@ def test_a_weight_bound_convolution_copies_its_weights_but_not_its_scale_bias() 
     (expected,) = ModelReference.from_model(model, "weight_bound_pointwise")(inputs)
     (got,) = StripedExecutor(schedule).run(inputs)
     np.testing.assert_array_equal(got.reshape(expected.shape), expected)
+
+
+@pytest.mark.parametrize("options", [None, CascaderOptions(enable_striping=True)],
+                         ids=["layer-by-layer", "cascaded"])  # fmt: skip
+def test_a_plans_first_weight_copy_runs_under_the_plan_before(options) -> None:
+    """Ping-pong: a plan's first weight copy is issued while the plan before still runs and
+    its buffer is live from a stripe of that plan, so it never shares the bytes of the
+    weights that plan reads (its DMA need not wait for the kernel before)."""
+    prepared = prepared_model(CATALOGUE["chain"]().build(), U55[0])
+    memory = system_memory(*U55, 256 * 1024)
+    schedule = prepared.scheduler.schedule_point(memory, options).schedule
+    check_schedule(schedule)
+    check_allocation(schedule)
+    buffers = schedule.buffers
+    stripes = [(i, s) for i, s in enumerate(schedule.steps) if isinstance(s, Stripe)]
+    hoisted = 0
+    for index, step in enumerate(schedule.steps):
+        if not isinstance(step, Copy) or step.what != "weights":
+            continue
+        before = [
+            s for i, s in stripes if i < index and s.plan != schedule.stripes_of(step.part)[0].plan
+        ]
+        if not before or any(s.part == step.part for i, s in stripes if i < index):
+            continue  # the first plan, or a later slice of the op's own weights
+        previous_plan = before[-1].plan
+        dest = buffers[step.dest]
+        under = [i for i, s in stripes if s.plan == previous_plan and i < index]
+        assert dest.first <= under[-1]
+        for _, s in stripes:
+            if s.plan == previous_plan and s.weights_buffer >= 0:
+                other = buffers[s.weights_buffer]
+                assert dest.address + dest.size <= other.address or (
+                    other.address + other.size <= dest.address
+                )
+        hoisted += 1
+    assert hoisted >= 2

@@ -133,3 +133,17 @@ def test_dse_simulate_gives_timed_cycles(
     assert (
         f"timed cycles: {data['timed_cycles']:,.0f} (kernel engine busy" in capsys.readouterr().out
     )
+
+
+def test_copied_weights_run_under_the_op_before_as_the_estimate_has_them() -> None:
+    """The builder's chain on U55: each op's first weight copy runs under the op before (its
+    buffer does not share that op's addresses), a pad's fill is in the estimate, and an op
+    the cascader stripes over its depth into one weight buffer is costed stripe by stripe,
+    so our estimate holds (the copies waited for the op before, 1.8x)."""
+    found = session(CATALOGUE["chain"]().build(), *U55)
+    with contextlib.redirect_stdout(io.StringIO()):
+        estimate, point, compiled = found.compile(PointConfig(256 << 10, POINT_OPTIONS))
+    data = model_for_firmware(found.model_bytes, compiled, point.schedule)
+    timed = time_model(data, U55[1], U55[2])
+    assert estimate.total_cycles is not None
+    assert abs(timed.cycles / estimate.total_cycles - 1) <= OURS_TOLERANCE
