@@ -54,7 +54,7 @@ class ScheduledOp:
     copied and the area they come from (0 when the table is already there).
     `feature_map_copies` are the DMAs that bring parts of the op's input feature maps into
     the buffers its stripes read, and a pad's fill of its output (source area, destination
-    area, bytes), one per copy the schedule issues. `first_copy_hidden` False: the first weight
+    area, bytes), one per DMA the stream issues. `first_copy_hidden` False: the first weight
     copy cannot run beside the op before (its buffer may share that op's bytes), so none of
     it hides under that op."""
 

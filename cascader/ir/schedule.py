@@ -175,8 +175,9 @@ class Schedule:
         return min(self.sram_bytes, self.fallback.sram_bytes if self.fallback else self.sram_bytes)
 
     def fitted(self, pool: int) -> Schedule:
-        """This schedule, or its fallback when only that fits `pool` bytes of SRAM."""
-        if self.fallback is not None and self.sram_bytes > pool >= self.fallback.sram_bytes:
+        """This schedule when it fits `pool` bytes of SRAM, else its fallback (which needs
+        less) when it has one."""
+        if self.fallback is not None and self.sram_bytes > pool:
             return self.fallback
         return self
 
