@@ -726,7 +726,7 @@ class _PartOps:
 
     first: Stripe
     stripes: list[NpuBlockOperation] = field(default_factory=list)
-    copies: list[int] = field(default_factory=list)
+    copies: list[tuple[int, ...]] = field(default_factory=list)
     lut_bytes: int = 0
     buffers: set[int] = field(default_factory=set)
     first_copy_hidden: bool | None = None
@@ -739,7 +739,8 @@ def _emit(emitter: _Emitter) -> tuple[list[FunctionStream], list[ScheduledOp]]:
     streams: dict[int, FunctionStream] = {}
     per_part: dict[int, _PartOps] = {}
     order: list[int] = []
-    pending: dict[tuple[int, int], int] = {}  # (part, buffer) -> constant bytes copied into it
+    # (part, buffer) -> the bytes of each DMA copying constants into it
+    pending: dict[tuple[int, int], tuple[int, ...]] = {}
     # A constant copy can run beside the stripe before it only when its buffer is live
     # there, so the allocator kept it off that stripe's bytes.
     beside: dict[tuple[int, int], bool] = {}
@@ -757,7 +758,7 @@ def _emit(emitter: _Emitter) -> tuple[list[FunctionStream], list[ScheduledOp]]:
                 areas = (emitter.area(dmas[0].src.region), emitter.area(dmas[0].dest.region))
                 fm_copies.setdefault(step.part, []).extend((*areas, _dma_bytes(d)) for d in dmas)
             else:
-                pending[step.part, step.dest] = sum(_dma_bytes(dma) for dma in dmas)
+                pending[step.part, step.dest] = tuple(_dma_bytes(dma) for dma in dmas)
                 beside[step.part, step.dest] = emitter.buffers[step.dest].first <= last_stripe
             continue
         ops = emitter.stripe_ops(step)
@@ -770,8 +771,8 @@ def _emit(emitter: _Emitter) -> tuple[list[FunctionStream], list[ScheduledOp]]:
         # A constant copy lands in a buffer for the next stripe that reads that buffer (a
         # double buffer's next slice is copied before the current slice runs).
         last_stripe = index
-        copied = pending.pop((step.part, step.weights_buffer), 0)
-        copied += pending.pop((step.part, step.bias_buffer), 0)
+        copied = pending.pop((step.part, step.weights_buffer), ())
+        copied += pending.pop((step.part, step.bias_buffer), ())
         if copied and emitted.first_copy_hidden is None:
             keys = ((step.part, step.weights_buffer), (step.part, step.bias_buffer))
             emitted.first_copy_hidden = all(beside.get(key, True) for key in keys)
@@ -779,7 +780,7 @@ def _emit(emitter: _Emitter) -> tuple[list[FunctionStream], list[ScheduledOp]]:
             if isinstance(npu, NpuBlockOperation):
                 emitted.stripes.append(npu)
                 emitted.copies.append(copied)
-                copied = 0
+                copied = ()
             elif npu.dest.region == BASE_PTR_INDEX_MEM2MEM:
                 emitted.lut_bytes += npu.src.length
             else:  # a pad's fill, copied before the op like its input windows
@@ -815,7 +816,8 @@ def _scheduled_op(
         const_area=const_area,
         weight_source_area=constants if copied else None,
         weight_buffering="double" if len(emitted.buffers) > 1 else "single",
-        weight_copies=tuple(emitted.copies) if copied else (),
+        weight_copies=tuple(sum(dmas) for dmas in emitted.copies) if copied else (),
+        weight_copy_dmas=tuple(emitted.copies) if copied else (),
         first_copy_hidden=emitted.first_copy_hidden is not False,
         lut_source_area=constants if emitted.lut_bytes else None,
         lut_bytes=emitted.lut_bytes,

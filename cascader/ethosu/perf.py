@@ -56,7 +56,9 @@ class ScheduledOp:
     the buffers its stripes read, and a pad's fill of its output (source area, destination
     area, bytes), one per DMA the stream issues. `first_copy_hidden` False: the first weight
     copy cannot run beside the op before (its buffer may share that op's bytes), so none of
-    it hides under that op."""
+    it hides under that op. `weight_copy_dmas`, per stripe, the bytes of each DMA of its
+    `weight_copies` (weights and scale-bias are two): each pays the source's latency (empty:
+    the copies costed as one, as Vela's estimate costs its own)."""
 
     name: str
     stripes: tuple[NpuBlockOperation, ...]
@@ -71,6 +73,7 @@ class ScheduledOp:
     lut_bytes: int = 0
     feature_map_copies: tuple[tuple[str, str, int], ...] = ()
     first_copy_hidden: bool = True
+    weight_copy_dmas: tuple[tuple[int, ...], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.stripes:
@@ -353,8 +356,14 @@ def _weight_copy_cycles(
     total = sum(transfers)
     bws[source][TensorPurpose.Weights][BandwidthDirection.Read] += total
     bws[dest][TensorPurpose.Weights][BandwidthDirection.Write] += total
-    full_copy = measure_mem2mem_cycles(arch, source, dest, total)
-    first_copy = measure_mem2mem_cycles(arch, source, dest, transfers[0])
+    if op.weight_copy_dmas:
+        dmas = [[measure_mem2mem_cycles(arch, source, dest, n) for n in s]
+                for s in op.weight_copy_dmas]  # fmt: skip
+        full_copy = sum(sum(s) for s in dmas)
+        first_copy = sum(next(s for s in dmas if s))
+    else:
+        full_copy = measure_mem2mem_cycles(arch, source, dest, total)
+        first_copy = measure_mem2mem_cycles(arch, source, dest, transfers[0])
     double = op.weight_buffering == "double"
     npu = copied_weights_cycles(op_cycles, full_copy, first_copy, prev_slack, own_slack, double)
     return float(npu), own_slack

@@ -366,3 +366,20 @@ def test_codegen_hands_the_evaluator_every_feature_map_dma_of_the_schedule():
     assert len(charged) == len(copies)
     assert sum(n for _, _, n in charged) == sum(dmas)
     assert {(src, dst) for src, dst, _ in charged} == {("dram", "sram")}
+
+
+def test_each_dma_of_a_weight_copy_pays_the_sources_latency():
+    """Our streams copy weights and scale-bias in two DMAs, each paying the source's latency;
+    Vela's copy is one, and `weight_copy_dmas` left empty costs them so."""
+    memory = system_memory(ACCEL, *U55, 1 << 20)
+    op = _sliced_conv([0], "single")
+    split = tuple((n - 160, 160) for n in op.weight_copies)
+    two = evaluate([dataclasses.replace(op, weight_copy_dmas=split)], memory).ops[0]
+    one = evaluate([op], memory).ops[0]
+    flash_to_sram = (memory.arch, MemArea.OffChipFlash, MemArea.Sram)
+    expected = sum(
+        measure_mem2mem_cycles(*flash_to_sram, a) + measure_mem2mem_cycles(*flash_to_sram, b)
+        for a, b in split
+    ) - measure_mem2mem_cycles(*flash_to_sram, sum(op.weight_copies))
+    assert two.npu_cycles - one.npu_cycles == pytest.approx(expected)
+    assert two.bytes_read == one.bytes_read
