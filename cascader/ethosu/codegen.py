@@ -769,7 +769,7 @@ def _emit(emitter: _Emitter) -> tuple[list[FunctionStream], list[ScheduledOp]]:
             order.append(step.part)
         emitted.buffers.add(step.weights_buffer)
         # A constant copy lands in a buffer for the next stripe that reads that buffer (a
-        # double buffer's next slice is copied before the current slice runs).
+        # double buffer's next slice is copied right after the current slice's operation).
         last_stripe = index
         copied = pending.pop((step.part, step.weights_buffer), ())
         copied += pending.pop((step.part, step.bias_buffer), ())
@@ -818,6 +818,7 @@ def _scheduled_op(
         weight_buffering="double" if len(emitted.buffers) > 1 else "single",
         weight_copies=tuple(sum(dmas) for dmas in emitted.copies) if copied else (),
         weight_copy_dmas=tuple(emitted.copies) if copied else (),
+        per_stripe=True,  # our streams are costed as they run: a slice reads the whole IFM
         first_copy_hidden=emitted.first_copy_hidden is not False,
         lut_source_area=constants if emitted.lut_bytes else None,
         lut_bytes=emitted.lut_bytes,

@@ -58,7 +58,9 @@ class ScheduledOp:
     copy cannot run beside the op before (its buffer may share that op's bytes), so none of
     it hides under that op. `weight_copy_dmas`, per stripe, the bytes of each DMA of its
     `weight_copies` (weights and scale-bias are two): each pays the source's latency (empty:
-    the copies costed as one, as Vela's estimate costs its own)."""
+    the copies costed as one, as Vela's estimate costs its own). `per_stripe`: an op streamed
+    in depth slices is costed slice by slice, as its command stream runs (each slice reads
+    the whole IFM), not whole as Vela's estimate costs its own."""
 
     name: str
     stripes: tuple[NpuBlockOperation, ...]
@@ -74,6 +76,7 @@ class ScheduledOp:
     feature_map_copies: tuple[tuple[str, str, int], ...] = ()
     first_copy_hidden: bool = True
     weight_copy_dmas: tuple[tuple[int, ...], ...] = ()
+    per_stripe: bool = False
 
     def __post_init__(self) -> None:
         if not self.stripes:
@@ -296,9 +299,9 @@ def _weight_streamed_whole(
     re-reads the IFM for every slice. The evaluator follows Vela's model there, as it is the
     estimate the schedules are compared with; an op the cascader stripes over its depth into
     one weight buffer is a schedule Vela never makes, and is costed stripe by stripe as its
-    command stream runs."""
+    command stream runs, as is every op marked `per_stripe`."""
     copies = sum(1 for n in op.weight_copies if n)
-    if copies < 2 or copies != len(descs) or op.weight_buffering != "double":
+    if op.per_stripe or copies < 2 or copies != len(descs) or op.weight_buffering != "double":
         return None
     first = descs[0]
     depthwise = first.kind == "depthwise"
