@@ -772,7 +772,15 @@ def _emit(emitter: _Emitter) -> tuple[list[FunctionStream], list[ScheduledOp]]:
         # double buffer's next slice is copied right after the current slice's operation).
         last_stripe = index
         copied = pending.pop((step.part, step.weights_buffer), ())
-        copied += pending.pop((step.part, step.bias_buffer), ())
+        bias = pending.pop((step.part, step.bias_buffer), ())
+        if step.weights_buffer < 0 and bias:  # weights read in place: the copy is charged
+            areas = (
+                emitter.memory.constants_area,
+                emitter.area(emitter.buffers[step.bias_buffer].region),
+            )
+            fm_copies.setdefault(step.part, []).extend((*areas, n) for n in bias)
+        else:
+            copied += bias
         if copied and emitted.first_copy_hidden is None:
             keys = ((step.part, step.weights_buffer), (step.part, step.bias_buffer))
             emitted.first_copy_hidden = all(beside.get(key, True) for key in keys)

@@ -53,8 +53,9 @@ class ScheduledOp:
     lookup-table activation whose table must first be DMA-copied into SHRAM gives the bytes
     copied and the area they come from (0 when the table is already there).
     `feature_map_copies` are the DMAs that bring parts of the op's input feature maps into
-    the buffers its stripes read, and a pad's fill of its output (source area, destination
-    area, bytes), one per DMA the stream issues. `first_copy_hidden` False: the first weight
+    the buffers its stripes read, a pad's fill of its output, and the scale-bias copies of
+    an op that reads its weights in place (source area, destination area, bytes), one per
+    DMA the stream issues. `first_copy_hidden` False: the first weight
     copy cannot run beside the op before (its buffer may share that op's bytes), so none of
     it hides under that op. `weight_copy_dmas`, per stripe, the bytes of each DMA of its
     `weight_copies` (weights and scale-bias are two): each pays the source's latency (empty:
