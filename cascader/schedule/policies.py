@@ -49,22 +49,22 @@ def _finish(builder: Builder, check: bool) -> Schedule:
     that needs more SRAM than the plain steps, its fallback is the least of: the steps with
     only the prebuffering that keeps the live peak, and the plain steps. With `check`, the
     one that fits the pool, else ScheduleError."""
-    plain = ([*builder.steps], [replace(b) for b in builder.buffers])
-    function_of = builder.net.function_of
+    steps, buffers = [*builder.steps], [replace(b) for b in builder.buffers]
 
-    def variant(within_peak: bool) -> Schedule | None:
-        builder.steps, builder.buffers = [*plain[0]], [replace(b) for b in plain[1]]
-        if not prebuffer(builder.steps, builder.buffers, function_of, within_peak):
-            return None
-        return _allocated(builder)
+    def prebuffered(within_peak: bool) -> Schedule | None:
+        """The schedule of fresh copies of the built steps and buffers, prebuffered (None:
+        nothing moved)."""
+        builder.steps, builder.buffers = [*steps], [replace(b) for b in buffers]
+        moved = prebuffer(builder.steps, builder.buffers, builder.net.function_of, within_peak)
+        return _allocated(builder) if moved else None
 
-    schedule = variant(within_peak=False)
-    builder.steps, builder.buffers = plain
+    schedule = prebuffered(within_peak=False)
+    builder.steps, builder.buffers = [*steps], [replace(b) for b in buffers]
     fallback = _allocated(builder)
     if schedule is None or schedule.sram_bytes <= fallback.sram_bytes:
         schedule = schedule or fallback
     else:
-        partial = variant(within_peak=True)
+        partial = prebuffered(within_peak=True)
         if partial is not None and partial.sram_bytes <= fallback.sram_bytes:
             fallback = partial
         schedule = replace(schedule, fallback=fallback)
