@@ -6,8 +6,9 @@ source's latency (on Ethos-U65 the DRAM's), where the estimate charges the copy 
 Ethos-U65's DMA has 2-D and 3-D modes (bits 9-10 of NPU_SET_DMA0_SRC_REGION /
 NPU_SET_DMA0_DST_REGION: 0 1-D, 1 2-D, 2 3-D): DMA0_LEN bytes per line, DMA0_SIZE0 lines per
 plane, DMA0_SIZE1 planes, and after each line DMA0_SKIP0 bytes and after each plane DMA0_SKIP1
-bytes skipped on the strided side; one skip pair serves both sides, so one side is strided
-and the other contiguous. Vela's register file has the fields but its generator emits 1-D
+bytes skipped on the strided side; one skip pair serves both sides (Arm's Linux driver reads
+both sides' strides from it on the Ethos-U65), so one side is strided and the other
+contiguous. Vela's register file has the fields but its generator emits 1-D
 DMAs only, so the commands are added to the stream it makes (`with_strided_dmas`). The
 Ethos-U55 keeps one DMA per line."""
 
