@@ -43,6 +43,12 @@ from ethosu.vela.api import (
 from ethosu.vela.register_command_stream_util import BASE_PTR_INDEX_MEM2MEM
 
 from cascader.ethosu.perf import ScheduledOp
+from cascader.ethosu.strided_dma import (
+    StridedDma,
+    strided_dma,
+    supports_strided_dma,
+    with_strided_dmas,
+)
 from cascader.ethosu.vela_arch import default_arch, npu_accelerator
 from cascader.ethosu.weights import (
     core_bias_streams,
@@ -227,6 +233,11 @@ def _copy_runs(
     )
 
 
+def _dma_bytes(dma: NpuDmaOperation) -> int:
+    """The bytes a DMA moves (a strided one's source range spans the lines it skips)."""
+    return dma.shape.nbytes if isinstance(dma, StridedDma) else dma.src.length
+
+
 # ---- operations ------------------------------------------------------------------------------
 
 
@@ -376,6 +387,10 @@ class _Emitter:
         if copy.what == "feature_map":
             src = self.viewed_source(copy)
             runs = _copy_runs(copy.box, src, (0, 0, 0, 0), dest, copy.box.start)
+            if len(runs) > 1 and supports_strided_dma(self.accelerator):
+                one = strided_dma(runs, src.region, dest.region)
+                if one is not None:
+                    return [one]
             return [
                 NpuDmaOperation(
                     NpuAddressRange(src.region, s, n), NpuAddressRange(dest.region, d, n)
@@ -683,6 +698,7 @@ def generate(schedule: Schedule, accelerator: str, command_streams: bool = True)
     if command_streams:
         for stream in functions:
             words = npu_generate_register_command_stream(stream.operations, target)
+            words = with_strided_dmas(words, stream.operations)
             stream.command_stream = np.asarray(words, dtype="<u4").tobytes()
             stream.driver_payload = bytes(npu_create_driver_payload(words, target))
     return Compiled(
@@ -705,13 +721,15 @@ def scored_ops(schedule: Schedule, accelerator: str) -> list[ScheduledOp]:
 class _PartOps:
     """What one part's stripes emitted, gathered for its `ScheduledOp`: its first stripe, its
     block operations with the constant bytes copied in just before each, the lookup-table
-    bytes it copied, and the weight buffers it used (two: double buffering)."""
+    bytes it copied, the weight buffers it used (two: double buffering), and whether its
+    first constant copy runs beside an earlier stripe (`schedule.prebuffering`)."""
 
     first: Stripe
     stripes: list[NpuBlockOperation] = field(default_factory=list)
-    copies: list[int] = field(default_factory=list)
+    copies: list[tuple[int, ...]] = field(default_factory=list)
     lut_bytes: int = 0
     buffers: set[int] = field(default_factory=set)
+    first_copy_hidden: bool | None = None
 
 
 def _emit(emitter: _Emitter) -> tuple[list[FunctionStream], list[ScheduledOp]]:
@@ -721,9 +739,14 @@ def _emit(emitter: _Emitter) -> tuple[list[FunctionStream], list[ScheduledOp]]:
     streams: dict[int, FunctionStream] = {}
     per_part: dict[int, _PartOps] = {}
     order: list[int] = []
-    pending: dict[tuple[int, int], int] = {}  # (part, buffer) -> constant bytes copied into it
+    # (part, buffer) -> the bytes of each DMA copying constants into it
+    pending: dict[tuple[int, int], tuple[int, ...]] = {}
+    # A constant copy can run beside the stripe before it only when its buffer is live
+    # there, so the allocator kept it off that stripe's bytes.
+    beside: dict[tuple[int, int], bool] = {}
+    last_stripe = -1
     fm_copies: dict[int, list[tuple[str, str, int]]] = {}  # part -> its feature-map copies
-    for step in schedule.steps:
+    for index, step in enumerate(schedule.steps):
         function = net.function_of[step.part]
         stream = streams.get(function)
         if stream is None:
@@ -731,12 +754,12 @@ def _emit(emitter: _Emitter) -> tuple[list[FunctionStream], list[ScheduledOp]]:
         if isinstance(step, Copy):
             dmas = emitter.copy_ops(step)
             stream.operations += dmas
-            nbytes = sum(dma.src.length for dma in dmas)
-            if step.what == "feature_map":
+            if step.what == "feature_map":  # each DMA pays its own latency
                 areas = (emitter.area(dmas[0].src.region), emitter.area(dmas[0].dest.region))
-                fm_copies.setdefault(step.part, []).append((*areas, nbytes))
+                fm_copies.setdefault(step.part, []).extend((*areas, _dma_bytes(d)) for d in dmas)
             else:
-                pending[step.part, step.dest] = nbytes
+                pending[step.part, step.dest] = tuple(_dma_bytes(dma) for dma in dmas)
+                beside[step.part, step.dest] = emitter.buffers[step.dest].first <= last_stripe
             continue
         ops = emitter.stripe_ops(step)
         stream.operations += ops
@@ -746,16 +769,31 @@ def _emit(emitter: _Emitter) -> tuple[list[FunctionStream], list[ScheduledOp]]:
             order.append(step.part)
         emitted.buffers.add(step.weights_buffer)
         # A constant copy lands in a buffer for the next stripe that reads that buffer (a
-        # double buffer's next slice is copied before the current slice runs).
-        copied = pending.pop((step.part, step.weights_buffer), 0)
-        copied += pending.pop((step.part, step.bias_buffer), 0)
+        # double buffer's next slice is copied right after the current slice's operation).
+        last_stripe = index
+        copied = pending.pop((step.part, step.weights_buffer), ())
+        bias = pending.pop((step.part, step.bias_buffer), ())
+        if step.weights_buffer < 0 and bias:  # weights read in place: the copy is charged
+            areas = (
+                emitter.memory.constants_area,
+                emitter.area(emitter.buffers[step.bias_buffer].region),
+            )
+            fm_copies.setdefault(step.part, []).extend((*areas, n) for n in bias)
+        else:
+            copied += bias
+        if copied and emitted.first_copy_hidden is None:
+            keys = ((step.part, step.weights_buffer), (step.part, step.bias_buffer))
+            emitted.first_copy_hidden = all(beside.get(key, True) for key in keys)
         for npu in ops:
             if isinstance(npu, NpuBlockOperation):
                 emitted.stripes.append(npu)
                 emitted.copies.append(copied)
-                copied = 0
+                copied = ()
             elif npu.dest.region == BASE_PTR_INDEX_MEM2MEM:
                 emitted.lut_bytes += npu.src.length
+            else:  # a pad's fill, copied before the op like its input windows
+                areas = (emitter.area(npu.src.region), emitter.area(npu.dest.region))
+                fm_copies.setdefault(step.part, []).append((*areas, npu.src.length))
     scheduled = [
         _scheduled_op(emitter, net.ops[p], per_part[p], tuple(fm_copies.get(p, ()))) for p in order
     ]
@@ -786,7 +824,10 @@ def _scheduled_op(
         const_area=const_area,
         weight_source_area=constants if copied else None,
         weight_buffering="double" if len(emitted.buffers) > 1 else "single",
-        weight_copies=tuple(emitted.copies) if copied else (),
+        weight_copies=tuple(sum(dmas) for dmas in emitted.copies) if copied else (),
+        weight_copy_dmas=tuple(emitted.copies) if copied else (),
+        per_stripe=True,  # our streams are costed as they run: a slice reads the whole IFM
+        first_copy_hidden=emitted.first_copy_hidden is not False,
         lut_source_area=constants if emitted.lut_bytes else None,
         lut_bytes=emitted.lut_bytes,
         feature_map_copies=fm_copies,

@@ -53,8 +53,15 @@ class ScheduledOp:
     lookup-table activation whose table must first be DMA-copied into SHRAM gives the bytes
     copied and the area they come from (0 when the table is already there).
     `feature_map_copies` are the DMAs that bring parts of the op's input feature maps into
-    the buffers its stripes read (source area, destination area, bytes), one per copy the
-    schedule issues."""
+    the buffers its stripes read, a pad's fill of its output, and the scale-bias copies of
+    an op that reads its weights in place (source area, destination area, bytes), one per
+    DMA the stream issues. `first_copy_hidden` False: the first weight
+    copy cannot run beside the op before (its buffer may share that op's bytes), so none of
+    it hides under that op. `weight_copy_dmas`, per stripe, the bytes of each DMA of its
+    `weight_copies` (weights and scale-bias are two): each pays the source's latency (empty:
+    the copies costed as one, as Vela's estimate costs its own). `per_stripe`: an op streamed
+    in depth slices is costed slice by slice, as its command stream runs (each slice reads
+    the whole IFM), not whole as Vela's estimate costs its own."""
 
     name: str
     stripes: tuple[NpuBlockOperation, ...]
@@ -68,6 +75,9 @@ class ScheduledOp:
     lut_source_area: str | None = None
     lut_bytes: int = 0
     feature_map_copies: tuple[tuple[str, str, int], ...] = ()
+    first_copy_hidden: bool = True
+    weight_copy_dmas: tuple[tuple[int, ...], ...] = ()
+    per_stripe: bool = False
 
     def __post_init__(self) -> None:
         if not self.stripes:
@@ -257,7 +267,8 @@ def _evaluate_op(op: ScheduledOp, memory: SystemMemory, prev_slack: float) -> tu
 
     for (area, direction), (nbytes, scaled_bytes) in feature_maps.items():
         move(area, TensorPurpose.FeatureMap, direction, nbytes, scaled_bytes=scaled_bytes)
-    npu_cycles, slack = _weight_copy_cycles(op, arch, bws, op_cycles, stripe_cycles, prev_slack)
+    hiding = prev_slack if op.first_copy_hidden else 0.0
+    npu_cycles, slack = _weight_copy_cycles(op, arch, bws, op_cycles, stripe_cycles, hiding)
     npu_cycles += _lut_copy_cycles(op, arch, bws, 0.0 if copied else prev_slack)
     npu_cycles += _feature_map_copy_cycles(op, arch, bws)
     cycles = make_cycles_array()
@@ -283,12 +294,15 @@ def _weight_streamed_whole(
     op: ScheduledOp, descs: Sequence[NpuOpDescription]
 ) -> NpuOpDescription | None:
     """The op as one operation when it streams its weights in OFM-depth slices, one stripe
-    each, else None. Vela's estimate (`estimate_full_op_performance`) costs such an op whole,
-    from the op's full IFM and OFM shapes: the IFM read once and the depth rounded up to the
-    block once, though the hardware re-reads the IFM for every slice. The evaluator follows
-    Vela's model here, as it is the estimate the schedules are compared with."""
+    each, double-buffered as Vela's scheduler streams them, else None. Vela's estimate
+    (`estimate_full_op_performance`) costs such an op whole, from the op's full IFM and OFM
+    shapes: the IFM read once and the depth rounded up to the block once, though the hardware
+    re-reads the IFM for every slice. The evaluator follows Vela's model there, as it is the
+    estimate the schedules are compared with; an op the cascader stripes over its depth into
+    one weight buffer is a schedule Vela never makes, and is costed stripe by stripe as its
+    command stream runs, as is every op marked `per_stripe`."""
     copies = sum(1 for n in op.weight_copies if n)
-    if copies < 2 or copies != len(descs):
+    if op.per_stripe or copies < 2 or copies != len(descs) or op.weight_buffering != "double":
         return None
     first = descs[0]
     depthwise = first.kind == "depthwise"
@@ -346,8 +360,14 @@ def _weight_copy_cycles(
     total = sum(transfers)
     bws[source][TensorPurpose.Weights][BandwidthDirection.Read] += total
     bws[dest][TensorPurpose.Weights][BandwidthDirection.Write] += total
-    full_copy = measure_mem2mem_cycles(arch, source, dest, total)
-    first_copy = measure_mem2mem_cycles(arch, source, dest, transfers[0])
+    if op.weight_copy_dmas:
+        dmas = [[measure_mem2mem_cycles(arch, source, dest, n) for n in s]
+                for s in op.weight_copy_dmas]  # fmt: skip
+        full_copy = sum(sum(s) for s in dmas)
+        first_copy = sum(next(s for s in dmas if s))
+    else:
+        full_copy = measure_mem2mem_cycles(arch, source, dest, total)
+        first_copy = measure_mem2mem_cycles(arch, source, dest, transfers[0])
     double = op.weight_buffering == "double"
     npu = copied_weights_cycles(op_cycles, full_copy, first_copy, prev_slack, own_slack, double)
     return float(npu), own_slack

@@ -145,7 +145,9 @@ Step = Copy | Stripe
 @dataclass
 class Schedule:
     """The execution order of copies and stripes, the buffers, and per memory area its
-    allocated extent. `scratch_bytes` is the fast (cascade) area's extent."""
+    allocated extent. `scratch_bytes` is the fast (cascade) area's extent. `fallback`: the
+    same plans with no weights prebuffered under the plan before, kept when it needs less
+    SRAM, for the pools this one does not fit (`fitted`)."""
 
     network: ScheduledNetwork
     memory: ScheduledMemory
@@ -153,6 +155,7 @@ class Schedule:
     buffers: list[Buffer]
     tensor_buffer: dict[int, int]
     extents: dict[str, int] = field(default_factory=dict)
+    fallback: Schedule | None = None
 
     @property
     def sram_bytes(self) -> int:
@@ -165,6 +168,18 @@ class Schedule:
     @property
     def arena_bytes(self) -> int:
         return self.extents.get(self.memory.io_area, 0)
+
+    @property
+    def least_sram_bytes(self) -> int:
+        """The SRAM of this schedule or, when smaller, its fallback's."""
+        return min(self.sram_bytes, self.fallback.sram_bytes if self.fallback else self.sram_bytes)
+
+    def fitted(self, pool: int) -> Schedule:
+        """This schedule when it fits `pool` bytes of SRAM, else its fallback (which needs
+        less) when it has one."""
+        if self.fallback is not None and self.sram_bytes > pool:
+            return self.fallback
+        return self
 
     def stripes_of(self, part: int) -> list[Stripe]:
         return [s for s in self.steps if isinstance(s, Stripe) and s.part == part]

@@ -307,7 +307,7 @@ class Builder:
         channels = weights_buf = bias_buf = None
         if isinstance(self.net.ops[pid], Conv2D):
             channels = (ofm.start[3], ofm.end[3])
-            weights_buf, bias_buf = self._constant_loads(plan, run, pid, channels, index, upcoming)
+            weights_buf, bias_buf = self._constant_loads(plan, run, pid, channels, index)
         if pid in run.window:
             out_buf = run.window[pid]
             if plan.outputs[pid].mode == "window":
@@ -339,6 +339,11 @@ class Builder:
                 bias_buffer=-1 if bias_buf is None else bias_buf,
             )
         )
+        if channels is not None and run.alternates and upcoming is not None:
+            # The next slice's copy into the other buffer follows this slice's operation, so
+            # it runs while this slice computes.
+            next_channels = (upcoming.start[3], upcoming.end[3])
+            self._constant_loads(plan, run, pid, next_channels, index + 1)
 
     def _input_ref(
         self, plan: Plan, run: _PlanRun, pid: int, slot: int, box: Box
@@ -365,35 +370,25 @@ class Builder:
         return box, self.whole_tensor(tensor.id, place.area), self.net.origin(tensor.id)
 
     def _constant_loads(
-        self,
-        plan: Plan,
-        run: _PlanRun,
-        pid: int,
-        channels: tuple[int, int],
-        index: int,
-        upcoming: Box | None,
+        self, plan: Plan, run: _PlanRun, pid: int, channels: tuple[int, int], index: int
     ) -> tuple[int | None, int | None]:
-        """Copy a convolution's weights and scale-bias of output `channels` where the plan
-        copies them, and return the buffers stripe `index` reads them from (None: read in
-        place). Double-buffered weights: slice k+1 is copied into the other buffer before
-        slice k runs, so its DMA overlaps slice k's compute."""
+        """Copy a convolution's weights and scale-bias of output `channels` for stripe
+        `index` where the plan copies them (double-buffered: odd stripes into the second
+        buffer), unless the buffer already holds them, and return the buffers the stripe
+        reads them from (None: read in place)."""
         part = self.net.graph.parts[pid]
-        loads = [(index, Box((channels[0],), (channels[1] - channels[0],)))]
-        if run.alternates and upcoming is not None:
-            loads.append((index + 1, Box((upcoming.start[3],), (upcoming.shape[3],))))
+        box = Box((channels[0],), (channels[1] - channels[0],))
         read: dict[str, int] = {}
-        for k, box in loads:
-            for slot, what in ((1, "weights"), (2, "scale_bias")):
-                if not plan.placements[pid, slot].copy:
-                    continue
-                odd = bool(run.alternates) and k % 2 == 1
-                buf = run.alternates[pid, slot] if odd else run.copies[pid, slot]
-                if run.held.get(buf) != box:
-                    self.steps.append(Copy(part.inputs[slot].id, what, box, -1, buf, pid))
-                    run.held[buf] = box
-                self.touch(buf)
-                if k == index:
-                    read[what] = buf
+        for slot, what in ((1, "weights"), (2, "scale_bias")):
+            if not plan.placements[pid, slot].copy:
+                continue
+            odd = bool(run.alternates) and index % 2 == 1
+            buf = run.alternates[pid, slot] if odd else run.copies[pid, slot]
+            if run.held.get(buf) != box:
+                self.steps.append(Copy(part.inputs[slot].id, what, box, -1, buf, pid))
+                run.held[buf] = box
+            self.touch(buf)
+            read[what] = buf
         return read.get("weights"), read.get("scale_bias")
 
     def _leanest_grid(self, plan: Plan, boxes: list[Box]) -> tuple[list[Box], list[dict[int, Box]]]:

@@ -135,13 +135,13 @@ class PointScheduler:
 
     def _keep(self, content: ScheduleKey, schedule: Schedule) -> None:
         self.schedules.keep(content, schedule)
-        self.needs.keep(content, schedule.sram_bytes)
+        self.needs.keep(content, schedule.least_sram_bytes)
 
     def need(self, memory: SystemMemory, result: CascadeResult, key: ProposalKey) -> int:
         """The SRAM bytes the schedule of the proposal `key` names really takes."""
         found = self.needs.lookup(self.schedule_key(memory, result, key))
         if found is None:
-            found = self.proposal_schedule(memory, result, key).sram_bytes
+            found = self.proposal_schedule(memory, result, key).least_sram_bytes
         return found
 
     def layer_key(
@@ -237,6 +237,7 @@ class PointScheduler:
 
 
 def _for(schedule: Schedule, memory: SystemMemory) -> Schedule:
-    """A shared schedule as one of `memory`'s pool: the same steps and buffers, its memory
-    the point's (a report reads the pool from it)."""
+    """A shared schedule as one of `memory`'s pool: the same steps and buffers (its fallback's
+    where only that fits the pool), its memory the point's (a report reads the pool from it)."""
+    schedule = schedule.fitted(memory.sram_bytes)
     return schedule if schedule.memory is memory else replace(schedule, memory=memory)

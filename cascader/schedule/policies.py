@@ -4,6 +4,8 @@ against the SRAM pool."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from cascader.core.proposal import Proposal
 from cascader.core.stripe_config import StripeConfig
 from cascader.ethosu.memory import SystemMemory
@@ -22,6 +24,7 @@ from cascader.schedule.plans import (
     plan_from_proposal_plan,
     plan_order,
 )
+from cascader.schedule.prebuffering import prebuffer
 from cascader.schedule.replay import EncodedSize
 from cascader.schedule.weight_buffering import (
     buffer_bytes,
@@ -42,12 +45,47 @@ __all__ = [
 
 
 def _finish(builder: Builder, check: bool) -> Schedule:
+    """The builder's steps with weights prebuffered under the plan before, allocated. When
+    that needs more SRAM than the plain steps, its fallback is the least of: the steps with
+    only the prebuffering that keeps the live peak, and the plain steps. With `check`, the
+    one that fits the pool, else ScheduleError."""
+    steps, buffers = [*builder.steps], [replace(b) for b in builder.buffers]
+
+    def prebuffered(within_peak: bool) -> Schedule | None:
+        """The schedule of fresh copies of the built steps and buffers, prebuffered (None:
+        nothing moved)."""
+        builder.steps, builder.buffers = [*steps], [replace(b) for b in buffers]
+        moved = prebuffer(builder.steps, builder.buffers, builder.net.function_of, within_peak)
+        return _allocated(builder) if moved else None
+
+    schedule = prebuffered(within_peak=False)
+    builder.steps, builder.buffers = [*steps], [replace(b) for b in buffers]
+    fallback = _allocated(builder)
+    if schedule is None or schedule.sram_bytes <= fallback.sram_bytes:
+        schedule = schedule or fallback
+    else:
+        partial = prebuffered(within_peak=True)
+        if partial is not None and partial.sram_bytes <= fallback.sram_bytes:
+            fallback = partial
+        schedule = replace(schedule, fallback=fallback)
+    pool = builder.memory.sram_bytes
+    if check:
+        schedule = schedule.fitted(pool)
+        if schedule.sram_bytes > pool:
+            raise ScheduleError(
+                f"the schedule needs {schedule.sram_bytes} bytes of SRAM but the pool has {pool}"
+            )
+    return schedule
+
+
+def _allocated(builder: Builder) -> Schedule:
+    """The builder's steps and buffers, the I/O pinned and every buffer addressed."""
     builder.pin_io()
     shared = set(builder.alias.values())  # tensors whose buffer others write too
     parts = builder.net.graph.parts
     over = written_over(builder.buffers, builder.steps, parts, shared, builder.graph_io)
     extents = allocate(builder.buffers, over)
-    schedule = Schedule(
+    return Schedule(
         builder.net,
         builder.memory,
         builder.steps,
@@ -55,12 +93,6 @@ def _finish(builder: Builder, check: bool) -> Schedule:
         builder.tensor_buffer,
         extents,
     )
-    pool = builder.memory.sram_bytes
-    if check and schedule.sram_bytes > pool:
-        raise ScheduleError(
-            f"the schedule needs {schedule.sram_bytes} bytes of SRAM but the pool has {pool}"
-        )
-    return schedule
 
 
 def proposal_schedule(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ethosu.vela.ethos_u55_regs.ethos_u55_regs import cmd0, cmd1
 
+from cascader.simulator.dma import transfer_bytes
 from cascader.simulator.memory import Memory
 from cascader.simulator.registers import RegisterFile
 
@@ -25,7 +26,7 @@ def capacity(memory: Memory) -> int:
 
 def dma_excess(regs: RegisterFile, memory: Memory) -> str | None:
     """Why the DMA the registers describe cannot stay inside memory, or None."""
-    length, limit = regs.address(cmd1.NPU_SET_DMA0_LEN), capacity(memory)
+    length, limit = transfer_bytes(regs), capacity(memory)
     if length > limit:
         return f"a DMA of {length} bytes, more than the {limit} bytes all regions hold"
     return None

@@ -35,6 +35,7 @@ from cascader.simulator.descriptors import (
     padding,
     upscale,
 )
+from cascader.simulator.dma import transfer_bytes
 from cascader.simulator.registers import RegisterFile
 
 __all__ = ["KernelCost", "SystemAreas", "describe", "dma_cycles", "kernel_cost"]
@@ -234,12 +235,12 @@ def _constant_bytes(
 
 
 def dma_cycles(regs: RegisterFile, areas: SystemAreas) -> float:
-    """Vela's cycles of the DMA the registers set up. One into SHRAM (a lookup table) is
-    bound by reading its source, as Vela's model charges it: SHRAM's bandwidth is above
-    every external memory's."""
+    """Vela's cycles of the DMA the registers set up, on the bytes it moves (a strided one
+    pays its latency once, as Vela's copy formula charges one copy). One into SHRAM (a lookup
+    table) is bound by reading its source, as Vela's model charges it: SHRAM's bandwidth is
+    above every external memory's."""
     source = regs.param(cmd0.NPU_SET_DMA0_SRC_REGION)
     dest = regs.param(cmd0.NPU_SET_DMA0_DST_REGION)
     source_area = areas.area(source & 0xFF)
     dest_area = source_area if dest & _SHRAM_REGION else areas.area(dest & 0xFF)
-    length = regs.address(cmd1.NPU_SET_DMA0_LEN)
-    return float(mem2mem_cycles(areas.system, source_area, dest_area, length))
+    return float(mem2mem_cycles(areas.system, source_area, dest_area, transfer_bytes(regs)))

@@ -9,16 +9,21 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from ai_edge_litert import schema_py_generated as schema
+from ethosu.vela.api import NpuDmaOperation
 from sessions import session
 from test_firmware_tflite import three_functions, two_functions
 
 from cascader.artifact.run import firmware_runner
 from cascader.core.options import CascaderOptions
 from cascader.estimate import PointConfig
+from cascader.ethosu.codegen import generate
+from cascader.ethosu.strided_dma import StridedDma
+from cascader.ir.schedule import Copy
 from cascader.testing.architectures import unet
 from cascader.testing.networks import CATALOGUE
 from cascader.testing.shared import shared_dir
@@ -175,3 +180,33 @@ def test_dse_simulate_refuses_bad_input_in_one_line(
     code, _, err = _simulate(capsys, "--model", str(model), "--reference", str(reference))
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and message in err, err
+
+
+@pytest.mark.parametrize(
+    ("name", "mode"), [("MAX_POOL_2D-3x3-stride2-same", "striped"), ("mobilenet_like", "md")]
+)
+def test_u65_copies_a_window_in_one_strided_dma(name: str, mode: str) -> None:
+    """On Ethos-U65 a feature-map window in DRAM comes into SRAM as one 2-D or 3-D DMA (not
+    one per line, each paying the DRAM's latency), which the simulator runs bit-exact. A
+    window narrower than its buffer's frame is strided on both sides, with other pitches,
+    and the DMA has one skip pair: it stays a DMA per line (and the estimate charges each)."""
+    model = CATALOGUE[name]().build()
+    options = replace(MODES[mode], always_copy_size=1 << 20)
+    found = session(model, *U65)
+    schedule = found.schedule(PointConfig(64 << 10, options)).schedule
+    steps = schedule.steps
+    copies = [s for s in steps if isinstance(s, Copy) and s.what == "feature_map"]
+    framed = [c for c in copies if c.box.shape == schedule.buffers[c.dest].frame]
+    assert framed
+    compiled = generate(schedule, U65[0])
+    dmas = [op for f in compiled.functions for op in f.operations]
+    windows = [d for d in dmas if isinstance(d, NpuDmaOperation) and d.src.region == 1]
+    assert any(isinstance(d, StridedDma) for d in windows)
+    assert (
+        len(copies)
+        <= len(windows)
+        <= len(copies) + sum(c.box.shape[1] * c.box.shape[2] for c in copies if c not in framed)
+    )
+    if len(framed) == len(copies):
+        assert len(windows) == len(copies)
+    _check(model, U65, 64 << 10, options)

@@ -202,13 +202,17 @@ def _compute_cycles(op: ScheduledOp, memory) -> tuple[float, float]:
 
 def test_single_buffered_slices_at_one_address_are_each_copied_in_series():
     """Every slice of a single buffer lands at the same address; each is still a DMA, and
-    none but the first can overlap compute (nothing runs before this op to hide it)."""
+    none but the first can overlap compute (nothing runs before this op to hide it). Vela
+    never streams weights so: each slice is costed as the stripe it is."""
     memory = system_memory(ACCEL, *U55, 1 << 20)
     op = _sliced_conv([0], "single")
     row = evaluate([op], memory).ops[0]
     total = sum(op.weight_copies)
     copy = measure_mem2mem_cycles(memory.arch, MemArea.OffChipFlash, MemArea.Sram, total)
-    compute, _ = _compute_cycles(op, memory)
+    compute = sum(
+        evaluate([ScheduledOp("conv", (s,), const_area="sram")], memory).ops[0].npu_cycles
+        for s in op.stripes
+    )
     assert row.bytes_read["offchip_flash"] == total
     assert row.npu_cycles == pytest.approx(compute + copy)
 
@@ -225,8 +229,12 @@ def test_double_buffered_slices_are_each_copied_under_the_slice_before():
     compute, tail = _compute_cycles(op, memory)
     assert row.bytes_read["offchip_flash"] == sum(op.weight_copies)
     assert row.npu_cycles == pytest.approx(max(compute + first, full + tail))
+    # Single-buffered, each later copy waits for the slice before (and the slices are
+    # costed one by one, as that schedule runs): the copies add to the compute.
     single = evaluate([dataclasses.replace(op, weight_buffering="single")], memory).ops[0]
-    assert row.npu_cycles < single.npu_cycles
+    stripes = single.npu_cycles - full  # nothing runs before it to hide the first
+    in_place = [ScheduledOp("conv", (s,), const_area="sram") for s in op.stripes]
+    assert stripes == pytest.approx(sum(evaluate([s], memory).ops[0].npu_cycles for s in in_place))
 
 
 def test_only_the_copies_the_schedule_makes_are_charged():
@@ -358,3 +366,20 @@ def test_codegen_hands_the_evaluator_every_feature_map_dma_of_the_schedule():
     assert len(charged) == len(copies)
     assert sum(n for _, _, n in charged) == sum(dmas)
     assert {(src, dst) for src, dst, _ in charged} == {("dram", "sram")}
+
+
+def test_each_dma_of_a_weight_copy_pays_the_sources_latency():
+    """Our streams copy weights and scale-bias in two DMAs, each paying the source's latency;
+    Vela's copy is one, and `weight_copy_dmas` left empty costs them so."""
+    memory = system_memory(ACCEL, *U55, 1 << 20)
+    op = _sliced_conv([0], "single")
+    split = tuple((n - 160, 160) for n in op.weight_copies)
+    two = evaluate([dataclasses.replace(op, weight_copy_dmas=split)], memory).ops[0]
+    one = evaluate([op], memory).ops[0]
+    flash_to_sram = (memory.arch, MemArea.OffChipFlash, MemArea.Sram)
+    expected = sum(
+        measure_mem2mem_cycles(*flash_to_sram, a) + measure_mem2mem_cycles(*flash_to_sram, b)
+        for a, b in split
+    ) - measure_mem2mem_cycles(*flash_to_sram, sum(op.weight_copies))
+    assert two.npu_cycles - one.npu_cycles == pytest.approx(expected)
+    assert two.bytes_read == one.bytes_read

@@ -452,7 +452,8 @@ def _compute_bound_conv() -> bytes:
 
 def _check_double_buffered(schedule: Schedule, part: int) -> None:
     """The part runs in output-depth slices whose weights alternate between two buffers,
-    slice k+1's copy issued before slice k runs."""
+    slice k+1's copy issued right after slice k's operation (so it runs while slice k
+    computes, and on a one-DMA queue it does not hold slice k back)."""
     slices = schedule.stripes_of(part)
     assert len(slices) >= 2
     buffers = [s.weights_buffer for s in slices]
@@ -466,7 +467,7 @@ def _check_double_buffered(schedule: Schedule, part: int) -> None:
             if isinstance(step, Copy) and step.part == part and step.what == "weights"
             and (step.box.start[0], step.box.end[0]) == upcoming
         ]  # fmt: skip
-        assert loads and loads[0] < order[id(stripe)]
+        assert loads and loads[0] == order[id(stripe)] + 1
 
 
 def _check_double_beats_single(scheduled: list, name: str, memory) -> None:
@@ -480,8 +481,8 @@ def _check_double_beats_single(scheduled: list, name: str, memory) -> None:
 
 def test_layer_by_layer_double_buffers_big_weights_in_depth_slices() -> None:
     """As Vela's scheduler: weights too big to prebuffer under the previous op are copied in
-    output-depth slices into two alternating buffers, slice k+1's copy issued before slice k
-    runs; the op is costed as double-buffered and beats copying its weights in one go."""
+    output-depth slices into two alternating buffers, slice k+1's copy issued after slice k's
+    operation; the op is costed as double-buffered and beats copying its weights in one go."""
     prepared = prepared_model(_deep_pointwise(), U55[0])
     memory = system_memory(*U55, 192 * 1024)
     schedule = layer_by_layer_schedule(prepared.network, memory, _sizer(prepared, U55[0]))
@@ -627,3 +628,39 @@ def test_a_weight_bound_convolution_copies_its_weights_but_not_its_scale_bias() 
     (expected,) = ModelReference.from_model(model, "weight_bound_pointwise")(inputs)
     (got,) = StripedExecutor(schedule).run(inputs)
     np.testing.assert_array_equal(got.reshape(expected.shape), expected)
+
+
+@pytest.mark.parametrize("options", [None, CascaderOptions(enable_striping=True)],
+                         ids=["layer-by-layer", "cascaded"])  # fmt: skip
+def test_a_plans_first_weight_copy_runs_under_the_plan_before(options) -> None:
+    """Ping-pong: a plan's first weight copy is issued while the plan before still runs and
+    its buffer is live from a stripe of that plan, so it never shares the bytes of the
+    weights that plan reads (its DMA need not wait for the kernel before)."""
+    prepared = prepared_model(CATALOGUE["chain"]().build(), U55[0])
+    memory = system_memory(*U55, 256 * 1024)
+    schedule = prepared.scheduler.schedule_point(memory, options).schedule
+    check_schedule(schedule)
+    check_allocation(schedule)
+    buffers = schedule.buffers
+    stripes = [(i, s) for i, s in enumerate(schedule.steps) if isinstance(s, Stripe)]
+    hoisted = 0
+    for index, step in enumerate(schedule.steps):
+        if not isinstance(step, Copy) or step.what != "weights":
+            continue
+        before = [
+            s for i, s in stripes if i < index and s.plan != schedule.stripes_of(step.part)[0].plan
+        ]
+        if not before or any(s.part == step.part for i, s in stripes if i < index):
+            continue  # the first plan, or a later slice of the op's own weights
+        previous_plan = before[-1].plan
+        dest = buffers[step.dest]
+        under = [i for i, s in stripes if s.plan == previous_plan and i < index]
+        assert dest.first <= under[-1]
+        for _, s in stripes:
+            if s.plan == previous_plan and s.weights_buffer >= 0:
+                other = buffers[s.weights_buffer]
+                assert dest.address + dest.size <= other.address or (
+                    other.address + other.size <= dest.address
+                )
+        hoisted += 1
+    assert hoisted >= 2

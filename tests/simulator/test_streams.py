@@ -168,3 +168,49 @@ def test_tensor_helpers(layout: str) -> None:
     # NHCWB16 leaves the padding lanes of the last brick unwritten
     assert int(image.written.sum()) == 240
     assert placement.nbytes == (3 * 4 * 32 if layout == "NHCWB16" else 240)
+
+
+def strided(src: int, dst: int, length: int, size0: int, skip0: int, src_mode: int,
+            dst_mode: int = 0, size1: int = 1, skip1: int = 0) -> list[int]:  # fmt: skip
+    """A DMA of `size1` planes of `size0` lines of `length` bytes, the strided side skipping
+    `skip0` bytes after each line and `skip1` after each plane."""
+    return [
+        *c0(cmd0.NPU_SET_DMA0_SRC_REGION, 0 | src_mode << 9),
+        *c1(cmd1.NPU_SET_DMA0_SRC, src),
+        *c0(cmd0.NPU_SET_DMA0_DST_REGION, 1 | dst_mode << 9),
+        *c1(cmd1.NPU_SET_DMA0_DST, dst),
+        *c1(cmd1.NPU_SET_DMA0_LEN, length),
+        *c0(cmd0.NPU_SET_DMA0_SIZE0, size0),
+        *c1(cmd1.NPU_SET_DMA0_SKIP0, skip0),
+        *c0(cmd0.NPU_SET_DMA0_SIZE1, size1),
+        *c1(cmd1.NPU_SET_DMA0_SKIP1, skip1),
+        *c0(cmd0.NPU_OP_DMA_START),
+        *c0(cmd0.NPU_OP_DMA_WAIT),
+    ]
+
+
+def test_u65_runs_a_2d_dma_gathering_lines() -> None:
+    # Three lines of 4 bytes, 10 bytes apart in the source, packed in the destination.
+    result = simulate(stream(strided(2, 0, 4, 3, 6, src_mode=1) + STOP), regions(), "ethos-u65-256")
+    assert result.ok and result.dma_ops == 1
+    expected = bytes([*range(2, 6), *range(12, 16), *range(22, 26)])
+    assert result.regions[1].data[:12].tobytes() == expected
+    assert result.regions[1].written[:12].all() and not result.regions[1].written[12:].any()
+
+
+def test_u65_runs_a_3d_dma_scattering_planes() -> None:
+    # Two planes of two 2-byte lines: lines 3 bytes apart, planes 8 bytes apart, from a
+    # contiguous source into a strided destination.
+    words = strided(0, 0, 2, 2, 1, src_mode=0, dst_mode=2, size1=2, skip1=2)
+    result = simulate(stream(words + STOP), regions(), "ethos-u65-256")
+    assert result.ok
+    data, written = result.regions[1].data, result.regions[1].written
+    for index, address in enumerate([0, 1, 3, 4, 8, 9, 11, 12]):
+        assert data[address] == index and written[address]
+    assert not written[[2, 5, 6, 7, 10]].any()
+
+
+def test_u55_refuses_a_strided_dma() -> None:
+    result = simulate(stream(strided(0, 0, 4, 3, 4, src_mode=1) + STOP), regions(), "ethos-u55-256")
+    assert kinds(result) == [FindingKind.UNSUPPORTED]
+    assert "2D DMA on ethos-u55-256" in str(result.findings[0])

@@ -133,3 +133,30 @@ def test_dse_simulate_gives_timed_cycles(
     assert (
         f"timed cycles: {data['timed_cycles']:,.0f} (kernel engine busy" in capsys.readouterr().out
     )
+
+
+def test_copied_weights_run_under_the_op_before_as_the_estimate_has_them() -> None:
+    """The builder's chain on U55: each op's first weight copy runs under the op before (its
+    buffer does not share that op's addresses), a pad's fill is in the estimate, and an op
+    the cascader stripes over its depth into one weight buffer is costed stripe by stripe,
+    so our estimate holds (the copies waited for the op before, 1.8x)."""
+    found = session(CATALOGUE["chain"]().build(), *U55)
+    with contextlib.redirect_stdout(io.StringIO()):
+        estimate, point, compiled = found.compile(PointConfig(256 << 10, POINT_OPTIONS))
+    data = model_for_firmware(found.model_bytes, compiled, point.schedule)
+    timed = time_model(data, U55[1], U55[2])
+    assert estimate.total_cycles is not None
+    assert abs(timed.cycles / estimate.total_cycles - 1) <= OURS_TOLERANCE
+
+
+def test_a_scale_bias_copied_beside_weights_read_in_place_is_in_the_estimate() -> None:
+    """A fully connected layer reads its weights in place but copies its scale-bias stripe by
+    stripe: each copy is a DMA the stream waits for, and the estimate charges it (it left
+    them out, 1.9x)."""
+    found = session(CATALOGUE["FULLY_CONNECTED-4d-input"]().build(), *U65)
+    with contextlib.redirect_stdout(io.StringIO()):
+        estimate, point, compiled = found.compile(PointConfig(64 << 10, POINT_OPTIONS))
+    data = model_for_firmware(found.model_bytes, compiled, point.schedule)
+    timed = time_model(data, U65[1], U65[2])
+    assert estimate.total_cycles is not None
+    assert abs(timed.cycles / estimate.total_cycles - 1) <= OURS_TOLERANCE
