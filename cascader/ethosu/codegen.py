@@ -43,12 +43,6 @@ from ethosu.vela.api import (
 from ethosu.vela.register_command_stream_util import BASE_PTR_INDEX_MEM2MEM
 
 from cascader.ethosu.perf import ScheduledOp
-from cascader.ethosu.strided_dma import (
-    StridedDma,
-    strided_dma,
-    supports_strided_dma,
-    with_strided_dmas,
-)
 from cascader.ethosu.vela_arch import default_arch, npu_accelerator
 from cascader.ethosu.weights import (
     core_bias_streams,
@@ -233,11 +227,6 @@ def _copy_runs(
     )
 
 
-def _dma_bytes(dma: NpuDmaOperation) -> int:
-    """The bytes a DMA moves (a strided one's source range spans the lines it skips)."""
-    return dma.shape.nbytes if isinstance(dma, StridedDma) else dma.src.length
-
-
 # ---- operations ------------------------------------------------------------------------------
 
 
@@ -387,10 +376,6 @@ class _Emitter:
         if copy.what == "feature_map":
             src = self.viewed_source(copy)
             runs = _copy_runs(copy.box, src, (0, 0, 0, 0), dest, copy.box.start)
-            if len(runs) > 1 and supports_strided_dma(self.accelerator):
-                one = strided_dma(runs, src.region, dest.region)
-                if one is not None:
-                    return [one]
             return [
                 NpuDmaOperation(
                     NpuAddressRange(src.region, s, n), NpuAddressRange(dest.region, d, n)
@@ -698,7 +683,6 @@ def generate(schedule: Schedule, accelerator: str, command_streams: bool = True)
     if command_streams:
         for stream in functions:
             words = npu_generate_register_command_stream(stream.operations, target)
-            words = with_strided_dmas(words, stream.operations)
             stream.command_stream = np.asarray(words, dtype="<u4").tobytes()
             stream.driver_payload = bytes(npu_create_driver_payload(words, target))
     return Compiled(
@@ -756,9 +740,9 @@ def _emit(emitter: _Emitter) -> tuple[list[FunctionStream], list[ScheduledOp]]:
             stream.operations += dmas
             if step.what == "feature_map":  # each DMA pays its own latency
                 areas = (emitter.area(dmas[0].src.region), emitter.area(dmas[0].dest.region))
-                fm_copies.setdefault(step.part, []).extend((*areas, _dma_bytes(d)) for d in dmas)
+                fm_copies.setdefault(step.part, []).extend((*areas, d.src.length) for d in dmas)
             else:
-                pending[step.part, step.dest] = tuple(_dma_bytes(dma) for dma in dmas)
+                pending[step.part, step.dest] = tuple(dma.src.length for dma in dmas)
                 beside[step.part, step.dest] = emitter.buffers[step.dest].first <= last_stripe
             continue
         ops = emitter.stripe_ops(step)

@@ -4,7 +4,9 @@ study without its URL, and a workload's studies can be served by `dse worker`.""
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -23,11 +25,18 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.
 SHARED = shared_dir()
 
 
-def _states(url: str, name: str, create: bool = True) -> dict[str, int]:
-    """Trial counts by state; with `create` False the storage's tables are never made here
-    (a poll must not race the sweep making them in a new database)."""
-    storage = optuna.storages.RDBStorage(url, skip_table_creation=not create)
-    study = optuna.load_study(study_name=name, storage=storage)
+def _completed(path: Path) -> int:
+    """Completed trials in the SQLite database at `path`, read only: a poll must neither make
+    the storage's tables (racing the sweep making them) nor hold a lock the sweep waits on."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            return db.execute("SELECT COUNT(*) FROM trials WHERE state = 'COMPLETE'").fetchone()[0]
+    except sqlite3.Error:  # not made yet
+        return 0
+
+
+def _states(url: str, name: str) -> dict[str, int]:
+    study = optuna.load_study(study_name=name, storage=url)
     states: dict[str, int] = {}
     for t in study.get_trials(deepcopy=False):
         states[t.state.name] = states.get(t.state.name, 0) + 1
@@ -43,15 +52,8 @@ def test_ctrl_c_is_one_line_and_a_rerun_finishes_the_trials_asked(tmp_path: Path
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url = f"sqlite:///{tmp_path / 'study.db'}"
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        time.sleep(0.5)
-        if not (tmp_path / "study.db").is_file():
-            continue
-        try:
-            if _states(url, "s", create=False).get("COMPLETE", 0) >= 12:
-                break
-        except (KeyError, optuna.exceptions.OptunaError, Exception):  # not made yet
-            continue
+    while time.monotonic() < deadline and _completed(tmp_path / "study.db") < 12:
+        time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
