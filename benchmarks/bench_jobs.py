@@ -6,7 +6,7 @@ the bundled example), DSE_BENCH_TRIALS the trials (60) and DSE_BENCH_SEED the se
 runs use both producers, as a default sweep does. The extra info holds the wall seconds, the
 front's points, and how many of the other run's front points this front matches (a point is
 matched when one of this front's uses no more SRAM and no more cycles); --jobs 2 adds its
-speed-up over --jobs 1 of the same run.
+speed-up over --jobs 1 of the same run and how many of its points --jobs 1's front matches.
 """
 
 from __future__ import annotations
@@ -72,4 +72,5 @@ def test_one_study(benchmark, tmp_path: Path, jobs: int) -> None:
         info[f"matches_of_jobs_{other}"] += str(len(_FRONTS[other]))
     if jobs == 2 and 1 in _WALL:
         info["speedup_over_jobs_1"] = round(_WALL[1] / _WALL[2], 2)
+        info["jobs_1_matches_of_jobs_2"] = f"{_matched(_FRONTS[1], _FRONTS[2])}/{len(_FRONTS[2])}"
     print(json.dumps({"jobs": jobs, **info}, indent=1))
