@@ -49,7 +49,11 @@ def test_ctrl_c_is_one_line_and_a_rerun_finishes_the_trials_asked(tmp_path: Path
     argv = [sys.executable, "-m", "dse", "sweep", "--model", str(model), "--trials", "40",
             "--study", "s", "--out", str(tmp_path), "--json",
             "--producers", "cascader"]  # fmt: skip
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # The sweep takes Ctrl-C as a terminal gives it, even when this run ignores SIGINT (as a
+    # job started in the background of a script does, and its children after it).
+    restore = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=restore)  # fmt: skip
     url = f"sqlite:///{tmp_path / 'study.db'}"
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and _completed(tmp_path / "study.db") < 12:
