@@ -173,6 +173,9 @@ def _tell(
     try:
         scored = future.result()
         values = run.recorder.finish(trial, point, scored.estimate, scored.seconds)
+    except KeyboardInterrupt:  # its point was scored, not recorded: a rerun runs it again
+        _give_back(run, trial)
+        raise
     except BaseException:
         run.study.tell(trial, state=TrialState.FAIL)
         raise

@@ -14,6 +14,7 @@ import pytest
 
 from cascader.estimate import Estimate
 from dse.coordinator import run_studies, study_run
+from dse.objective import TrialRecorder
 from dse.scoring_pool import ScoringPool
 from dse.space import DesignPoint, SearchSpace
 from dse.study import StudySettings, open_storage
@@ -138,3 +139,39 @@ def test_a_trial_handed_out_does_not_change_under_its_holder(tmp_path: Path) -> 
     assert waiting.state == optuna.trial.TrialState.WAITING and waiting.user_attrs == {}
     now = study._storage.get_trial(trial._trial_id)
     assert now.user_attrs == {"metrics": {"cycles": 1}} and "sram_units" in now.params
+
+
+class _InterruptedRecorder(TrialRecorder):
+    """A recorder whose store of a scored trial's results meets Ctrl-C."""
+
+    def finish(self, trial, point, estimate, seconds) -> list[float]:
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_while_a_scored_trial_is_recorded_leaves_it_to_a_rerun(tmp_path: Path) -> None:
+    """The trial being recorded when Ctrl-C comes is failed and its point issued again, so a
+    rerun still runs every trial asked for."""
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(
+        storage=open_storage(url, heartbeat=False), study_name="s", directions=["minimize"] * 2
+    )
+    issue(study, 3, None, "test")
+    settings = StudySettings("model", "m.tflite", "0" * 64, "ethos-u55-256",
+                             "Ethos_U55_High_End_Embedded", "Shared_Sram", None, 16 * 1024,
+                             1 << 20, ("cycles", "sram"), "default")  # fmt: skip
+    space = SearchSpace(settings.sram_min, settings.sram_max)
+
+    def evaluate(point: DesignPoint) -> Estimate:
+        pool = point.sram_pool_bytes
+        return Estimate(pool, point.config().options, True, pool, 10**9 // pool)
+
+    run = study_run(study, settings, space, None, True)
+    run.recorder = _InterruptedRecorder(settings, space)
+    pool = ScoringPool(1, evaluate, lambda _settings: evaluate)
+    with pool, pytest.raises(KeyboardInterrupt):
+        run_studies([run], pool)
+    trials = study.get_trials(deepcopy=False)
+    failed = [t for t in trials if t.state == optuna.trial.TrialState.FAIL]
+    waiting = [t for t in trials if t.state == optuna.trial.TrialState.WAITING]
+    assert len(failed) == 1 and len(waiting) == 3  # two never asked, and the failed one again
+    assert any(t.system_attrs.get("fixed_params") == failed[0].params for t in waiting)
