@@ -28,6 +28,19 @@ def _view(study: optuna.Study) -> list[tuple]:
     ]
 
 
+def _issued_study(tmp_path: Path, tickets: int) -> tuple[optuna.Study, StudySettings, SearchSpace]:
+    """A new study in SQLite with `tickets` trials issued, its settings and its space."""
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(
+        storage=open_storage(url, heartbeat=False), study_name="s", directions=["minimize"] * 2
+    )
+    issue(study, tickets, None, "test")
+    settings = StudySettings("model", "m.tflite", "0" * 64, "ethos-u55-256",
+                             "Ethos_U55_High_End_Embedded", "Shared_Sram", None, 16 * 1024,
+                             1 << 20, ("cycles", "sram"), "default")  # fmt: skip
+    return study, settings, SearchSpace(settings.sram_min, settings.sram_max)
+
+
 def test_remembered_tickets_agree_with_the_database(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'study.db'}"
     mine = optuna.create_study(
@@ -104,15 +117,7 @@ def test_trials_run_with_the_collector_paused_and_their_garbage_still_goes(tmp_p
         pool = point.sram_pool_bytes
         return Estimate(pool, point.config().options, True, pool, 10**9 // pool)
 
-    url = f"sqlite:///{tmp_path / 'study.db'}"
-    study = optuna.create_study(
-        storage=open_storage(url, heartbeat=False), study_name="s", directions=["minimize"] * 2
-    )
-    issue(study, 4, None, "test")
-    settings = StudySettings("model", "m.tflite", "0" * 64, "ethos-u55-256",
-                             "Ethos_U55_High_End_Embedded", "Shared_Sram", None, 16 * 1024,
-                             1 << 20, ("cycles", "sram"), "default")  # fmt: skip
-    space = SearchSpace(settings.sram_min, settings.sram_max)
+    study, settings, space = _issued_study(tmp_path, 4)
     assert gc.isenabled()
     with ScoringPool(1, evaluate, lambda _settings: evaluate) as pool:
         run_studies([study_run(study, settings, space, None, True)], pool)
@@ -151,15 +156,7 @@ class _InterruptedRecorder(TrialRecorder):
 def test_ctrl_c_while_a_scored_trial_is_recorded_leaves_it_to_a_rerun(tmp_path: Path) -> None:
     """The trial being recorded when Ctrl-C comes is failed and its point issued again, so a
     rerun still runs every trial asked for."""
-    url = f"sqlite:///{tmp_path / 'study.db'}"
-    study = optuna.create_study(
-        storage=open_storage(url, heartbeat=False), study_name="s", directions=["minimize"] * 2
-    )
-    issue(study, 3, None, "test")
-    settings = StudySettings("model", "m.tflite", "0" * 64, "ethos-u55-256",
-                             "Ethos_U55_High_End_Embedded", "Shared_Sram", None, 16 * 1024,
-                             1 << 20, ("cycles", "sram"), "default")  # fmt: skip
-    space = SearchSpace(settings.sram_min, settings.sram_max)
+    study, settings, space = _issued_study(tmp_path, 3)
 
     def evaluate(point: DesignPoint) -> Estimate:
         pool = point.sram_pool_bytes
