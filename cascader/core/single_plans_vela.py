@@ -99,7 +99,8 @@ def vela_single_plans(
                 number = tiled[key] = len(tiled_transfers)
                 tiled_transfers.append(transfers)
             numbers.append(number)
-        rows.add(layout, options, outs, kept, numbers, fused, cascade)
+        rolled = part.input_stripe_configs(rolled_stripe(output_stripe_config))
+        rows.add(layout, options, outs, kept, numbers, fused, cascade, rolled)
     if layout is None:
         empty = np.zeros(0, dtype=np.int64)
         return SinglePlans(empty, empty, [], empty, [], empty, rows.rows.__getitem__)
@@ -107,7 +108,12 @@ def vela_single_plans(
     out_of = np.array([o for kept in rows.kept_outputs for o in kept], dtype=np.int64)[kept_at]
     output_index = np.array(rows.output_numbers, dtype=np.int64)[kept_at]
     output_memory = np.array(rows.output_memory, dtype=np.int64)[kept_at]
-    memory_all = layout.memory(np.array(rows.input_memory, dtype=np.int64))[row_of, combo_of]
+    rolls = np.array(rows.output_rolls, dtype=bool)[kept_at]
+    memory_all = np.where(
+        rolls,
+        layout.memory(np.array(rows.rolled_memory, dtype=np.int64))[row_of, combo_of],
+        layout.memory(np.array(rows.input_memory, dtype=np.int64))[row_of, combo_of],
+    )
     memory_all = memory_all + output_memory
     if fused >= 0:
         memory_all -= np.minimum(
@@ -146,8 +152,9 @@ def vela_single_plans(
 class _VelaRows:
     """The rows of `vela_single_plans` (one per output stripe config planned), gathered for
     one set of array operations over all their plans: per row, its input and output configs,
-    its input choices' cascade-region bytes (slot after slot), its kept outputs' positions,
-    numbers, cycles (a number in the caller's `tiled`) and cascade-region bytes, and each
+    its input choices' cascade-region bytes (slot after slot; again for a rolling output,
+    `rolled_memory`), its kept outputs' positions, numbers, cycles (a number in the
+    caller's `tiled`), cascade-region bytes and whether they roll, and each
     set of open inputs' number (per class of `_VelaLayout.open_positions`). An elementwise
     output written over its input (`in_place_input`) takes no bytes of its own when both are
     held whole in the cascade region: per row, the bytes of each choice of that input it
@@ -156,6 +163,8 @@ class _VelaRows:
     def __init__(self) -> None:
         self.rows: list[tuple[list[list[TensorConfig]], list[TensorConfig]]] = []
         self.input_memory: list[list[int]] = []
+        self.rolled_memory: list[list[int]] = []
+        self.output_rolls: list[bool] = []
         self.kept_outputs: list[list[int]] = []
         self.output_numbers: list[int] = []
         self.output_cycles: list[int] = []
@@ -174,9 +183,11 @@ class _VelaRows:
         cycles: list[int],
         fused: int,
         cascade: str,
+        rolled: tuple[StripeConfig, ...],
     ) -> None:
         """One row: its input `options`, output configs `outs`, the positions of those kept
-        and each kept one's cycles number."""
+        and each kept one's cycles number; `rolled`: the input stripe configs of the new
+        rows a rolling output computes per stripe (`rolled_stripe`)."""
         configs = [[option.config for option in choices] for choices in options]
         open_inputs = self.open_inputs
         self.open_numbers.append(
@@ -188,6 +199,18 @@ class _VelaRows:
             ]
         )
         self.input_memory.append([option.memory for choices in options for option in choices])
+        self.rolled_memory.append(
+            [
+                held_bytes(option.config, stripe)
+                if option.config.state == INTERIOR
+                else option.memory
+                for choices, stripe in zip(options, rolled, strict=True)
+                for option in choices
+            ]
+        )
+        self.output_rolls += [
+            outs[o].state == INTERIOR and outs[o].buffer_mode == BufferMode.ROLLING for o in kept
+        ]
         if fused >= 0:
             self.written_over.append([whole_memory(o.config, cascade) for o in options[fused]])
         self.output_memory += [whole_memory(outs[o], cascade) for o in kept]
@@ -428,6 +451,8 @@ def vela_input(
 ) -> VelaInput:
     """The `VelaInput` of `config`. `encoding`: see `Part.weight_encoding`."""
     memory = input_memory(config, ctx.cascade)
+    if config.state == INTERIOR:
+        memory = held_bytes(config, config.stripe_configs[0])
     if has_weights and config.tensor.is_constant:
         copy_bytes = (
             ctx.constant_copy_bytes(config, *encoding) if config.copy_tensor else (0.0, 0.0)
@@ -438,3 +463,41 @@ def vela_input(
         return VelaInput(config, memory, 0.0, copy_bytes, None, config.home_region)
     dma = ctx.vela_copy(config) if config.copy_tensor else 0.0
     return VelaInput(config, memory, dma, (0.0, 0.0), config.copy_region, config.copy_region)
+
+
+def rolled_stripe(config: StripeConfig) -> StripeConfig:
+    """The part of each stripe of `config` a rolling output computes anew: along the one
+    axis it is striped on, the stride's rows at the stripe's end (the rows before it were
+    computed by the stripe before). The schedule asks a rolling part's inputs for these
+    rows only, so its producers' buffers hold what they read, not what the whole stripe
+    reads, and halos do not add up along a cascade. `config` itself when striped on more
+    than one axis (the schedule does not roll those) or not overlapping."""
+    striped = [axis for axis, count in enumerate(config.stripes) if count > 1]
+    if len(striped) != 1:
+        return config
+    axis = striped[0]
+    step = int(config.strides[axis])
+    if not 0 < step < config.shape[axis]:
+        return config
+    shape = list(config.shape)
+    offset = list(config.offset)
+    offset[axis] += shape[axis] - step
+    shape[axis] = step
+    return StripeConfig(tuple(shape), config.extent, config.strides, config.order,
+                        config.stripes, tuple(offset))  # fmt: skip
+
+
+def held_bytes(config: TensorConfig, stripe: StripeConfig) -> int:
+    """Bytes the schedule holds of INTERIOR `config` when its consumer reads stripes of
+    `stripe`: a stripe clipped to the tensor (a halo past its edge is padding, never
+    stored) when recomputed; rolling, the clipped rows along the rolling axis of `config`
+    by the whole tensor along the others (the TVM model's `buffer_size` counts the halo)."""
+    tensor = config.tensor
+    clipped = [min(s, e) for s, e in zip(stripe.shape, tensor.shape, strict=False)]
+    if config.buffer_mode == BufferMode.RECOMPUTE:
+        return tensor.scaled_bytes(math.prod(clipped))
+    own = config.stripe_configs[0]
+    striped = [a for a, n in enumerate(own.stripes) if n > 1 and own.order[a] != 0]
+    axis = min(striped, key=lambda a: own.order[a]) if striped else 0
+    rows = clipped[axis] if axis < len(clipped) else 0
+    return tensor.scaled_bytes(math.prod(tensor.shape) // tensor.shape[axis] * rows)
