@@ -4,7 +4,7 @@ reverse topological order, each bucket of candidates culled as arrays."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -32,7 +32,11 @@ def generate_graph_plans(ctx: PlanContext) -> dict[int, list[Plan]]:
     topological order; each part's single plans either stand alone (BOUNDARY output) or merge
     into the open plans waiting for its output tensor (INTERIOR output). Candidates are
     culled per (part group, open configs) before any merged Plan object is built, and open
-    plans are only built when a closed plan is made of them."""
+    plans are only built when a closed plan is made of them.
+
+    Beyond the original, under the "vela" cost model a part whose output several parts read
+    may leave it INTERIOR (a skip held as a delay line: `_delay_line_joins`); the original
+    keeps such a tensor whole between plans."""
     options = ctx.options
     if options.stripe_factors <= 0:
         raise ValueError(f"stripe_factors = {options.stripe_factors}, but must be > 0")
@@ -42,6 +46,8 @@ def generate_graph_plans(ctx: PlanContext) -> dict[int, list[Plan]]:
     # Per INTERIOR config: the kept open plans reading it, bucket by bucket. Plans in buckets
     # have BOUNDARY outputs, so none of them is waiting for its own output.
     waiting: dict[TensorConfig, list[_Kept]] = {}
+    waiting_for: dict[int, list[TensorConfig]] = {}  # tensor id -> its configs in `waiting`
+    delay_lines = options.cost_model == "vela"
     closed_plans: dict[int, list[Plan]] = {}
     for part in ctx.graph.parts:
         stripe_configs = generate_output_stripe_configs(
@@ -51,10 +57,14 @@ def generate_graph_plans(ctx: PlanContext) -> dict[int, list[Plan]]:
             options.enable_multi_dimensional_striping,
         )
         stripe_configs.extend(connecting.get(part.output.id, ()))
-        single_consumer = len(part.output.consumers) == 1
-        joinable = waiting.__contains__ if single_consumer else _never
+        joins = waiting
+        if len(part.output.consumers) != 1:
+            joins = {}
+            if delay_lines:
+                joins = _delay_line_joins(part, waiting, waiting_for.get(part.output.id, ()))
+        joinable = joins.__contains__ if joins else _never
         singles = generate_single_plans(part, stripe_configs, ctx, joinable)
-        for kept in _culled_buckets(part, singles, waiting if single_consumer else {}, ctx):
+        for kept in _culled_buckets(part, singles, joins, ctx):
             if not kept.open_configs:
                 closed_plans[kept.group] = kept.plans()
                 continue
@@ -68,8 +78,55 @@ def generate_graph_plans(ctx: PlanContext) -> dict[int, list[Plan]]:
                         if stripe_config.stripe_count > 1:
                             connecting.setdefault(config.tensor.id, {})[stripe_config] = None
                     found = waiting[config] = []
+                    waiting_for.setdefault(config.tensor.id, []).append(config)
                 found.append(kept)
     return closed_plans
+
+
+def _delay_line_joins(
+    part: Part, waiting: dict[TensorConfig, list[_Kept]], configs: Iterable[TensorConfig]
+) -> dict[TensorConfig, list[_Kept]]:
+    """The open plans `part` may join with an INTERIOR output read by several parts: those
+    holding every reader, each reading it INTERIOR from a config the output config `covers` (the
+    buffer then holds the rows from the furthest ahead to the furthest behind any reader
+    reads, the readers' delay line). A plan missing a reader would leave that reader a
+    tensor no plan holds whole."""
+    tensor = part.output
+    readers = 0
+    for consumer in tensor.consumers:
+        readers |= 1 << consumer.id
+    reads = len(tensor.consumers)  # one entry per input slot reading the tensor
+    found: dict[TensorConfig, list[_Kept]] = {}
+    for config in configs:
+        kept = []
+        for k in waiting[config]:
+            held = [c for c in k.open_configs if c.tensor is tensor]
+            # every reader inside, each reading it INTERIOR (none whole) from `config`'s buffer
+            if (
+                k.group & readers == readers
+                and len(held) == reads
+                and all(covers(config, c) for c in held)
+            ):
+                kept.append(k)
+        if kept:
+            found[config] = kept
+    return found
+
+
+def covers(outer: TensorConfig, inner: TensorConfig) -> bool:
+    """Whether a buffer of `outer` holds every stripe of `inner`: the same mode and stripe
+    grid (strides, counts, order), each stripe of `inner` inside the one of `outer`."""
+    if outer is inner:
+        return True
+    if outer.buffer_mode != inner.buffer_mode or len(outer.stripe_configs) != 1:
+        return False
+    a, b = outer.stripe_configs[0], inner.stripe_configs[0]
+    if (a.strides, a.stripes, a.order) != (b.strides, b.stripes, b.order):
+        return False
+    return all(
+        oa <= ob and ob + sb <= oa + sa
+        for oa, sa, ob, sb in zip(a.offset, a.shape, b.offset, b.shape, strict=True)
+    )
 
 
 class _KeptTable:

@@ -6,6 +6,7 @@ an order of the plans that respects their dataflow."""
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -78,10 +79,14 @@ def plan_from_proposal_plan(net: Network, plan, memory: SystemMemory) -> Plan:
     graph = net.graph
     ids = sorted(plan.part_ids, reverse=True)
     produced = {graph.parts[i].output.id: i for i in ids}
+    # A tensor several parts of the plan read has a config per reader: its producer's output
+    # config covers them all (`core.plan_generation.covers`), so it has the largest stripe.
     interior: dict[int, TensorConfig] = {}
     for config in plan.tensor_configs:
         if config.tensor.id in produced and config.state == TensorConfigState.INTERIOR:
-            interior[config.tensor.id] = config
+            held = interior.get(config.tensor.id)
+            if held is None or _stripe_size(config) >= _stripe_size(held):
+                interior[config.tensor.id] = config
     out_config = plan.output_config
     output_part = produced[out_config.tensor.id]
     cascade = memory.cascade_area
@@ -135,6 +140,10 @@ def plan_from_proposal_plan(net: Network, plan, memory: SystemMemory) -> Plan:
         out_config.stripe_configs[0], out_layout, net.ops[output_part].ofm.shape[3]
     )
     return Plan(tuple(ids), output_part, out_stripe, stripe_configs, placements, outputs)
+
+
+def _stripe_size(config: TensorConfig) -> int:
+    return math.prod(config.stripe_configs[0].shape)
 
 
 def agreed_homes(
