@@ -13,6 +13,7 @@ from cascader.core.part import BufferMode, Part
 from cascader.core.plan import Plan
 from cascader.core.plan_context import PlanContext
 from cascader.core.single_plans import SinglePlans, generate_single_plans
+from cascader.core.single_plans_vela import held_bytes
 from cascader.core.stripe_config import StripeConfig
 from cascader.core.stripe_generation import generate_output_stripe_configs
 from cascader.core.tensor_config import TensorConfig, TensorConfigState
@@ -113,16 +114,31 @@ def _delay_line_joins(
     return found
 
 
+def _shared_line(kept: _Kept, tensor_id: int) -> int:
+    """Bytes a plan's readers of one tensor count twice: each reader's plan counted the
+    buffer it reads, where the readers share one buffer (a delay line), about the largest
+    of theirs. 0 for a tensor with one reader."""
+    held = [
+        held_bytes(c, c.stripe_configs[0]) for c in kept.open_configs if c.tensor.id == tensor_id
+    ]
+    return sum(held) - max(held) if len(held) > 1 else 0
+
+
 def covers(outer: TensorConfig, inner: TensorConfig) -> bool:
     """Whether a buffer of `outer` holds every stripe of `inner`: the same mode and stripe
-    grid (strides, counts, order), each stripe of `inner` inside the one of `outer`."""
+    grid (counts, and strides and order along the axes looped over), each stripe of `inner`
+    inside the one of `outer`."""
     if outer is inner:
         return True
     if outer.buffer_mode != inner.buffer_mode or len(outer.stripe_configs) != 1:
         return False
     a, b = outer.stripe_configs[0], inner.stripe_configs[0]
-    if (a.strides, a.stripes, a.order) != (b.strides, b.stripes, b.order):
+    if a.stripes != b.stripes:
         return False
+    for axis, count in enumerate(a.stripes):
+        # an axis of one stripe is not looped: its stride and order say nothing
+        if count > 1 and (a.strides[axis], a.order[axis]) != (b.strides[axis], b.order[axis]):
+            return False
     return all(
         oa <= ob and ob + sb <= oa + sa
         for oa, sa, ob, sb in zip(a.offset, a.shape, b.offset, b.shape, strict=True)
@@ -258,7 +274,9 @@ class _Joins:
                     self.key += [self.keys.setdefault((kept.group, rest), len(self.keys))] * count
                     self.owners += [table] * count
                     self.index += range(first, last)
-                    self.memory += table.memory[first:last]
+                    saved = _shared_line(kept, self.tensor_id)
+                    memory = table.memory[first:last]
+                    self.memory += [m - saved for m in memory] if saved else memory
                     self.cycles += table.cycles[first:last]
                     self.outputs += table.outputs[first:last]
             found = self.runs[output] = (start, len(self.owners) - start)
