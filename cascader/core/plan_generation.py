@@ -13,7 +13,6 @@ from cascader.core.part import BufferMode, Part
 from cascader.core.plan import Plan
 from cascader.core.plan_context import PlanContext
 from cascader.core.single_plans import SinglePlans, generate_single_plans
-from cascader.core.single_plans_vela import held_bytes
 from cascader.core.stripe_config import StripeConfig
 from cascader.core.stripe_generation import generate_output_stripe_configs
 from cascader.core.tensor_config import TensorConfig, TensorConfigState
@@ -91,7 +90,8 @@ def _delay_line_joins(
     holding every reader, each reading it INTERIOR from a config the output config `covers` (the
     buffer then holds the rows from the furthest ahead to the furthest behind any reader
     reads, the readers' delay line). A plan missing a reader would leave that reader a
-    tensor no plan holds whole."""
+    tensor no plan holds whole. Each reader's plan counts the buffer of what it reads: the
+    one buffer they share holds the union of those, never more than their sum."""
     tensor = part.output
     readers = 0
     for consumer in tensor.consumers:
@@ -112,16 +112,6 @@ def _delay_line_joins(
         if kept:
             found[config] = kept
     return found
-
-
-def _shared_line(kept: _Kept, tensor_id: int) -> int:
-    """Bytes a plan's readers of one tensor count twice: each reader's plan counted the
-    buffer it reads, where the readers share one buffer (a delay line), about the largest
-    of theirs. 0 for a tensor with one reader."""
-    held = [
-        held_bytes(c, c.stripe_configs[0]) for c in kept.open_configs if c.tensor.id == tensor_id
-    ]
-    return sum(held) - max(held) if len(held) > 1 else 0
 
 
 def covers(outer: TensorConfig, inner: TensorConfig) -> bool:
@@ -274,9 +264,7 @@ class _Joins:
                     self.key += [self.keys.setdefault((kept.group, rest), len(self.keys))] * count
                     self.owners += [table] * count
                     self.index += range(first, last)
-                    saved = _shared_line(kept, self.tensor_id)
-                    memory = table.memory[first:last]
-                    self.memory += [m - saved for m in memory] if saved else memory
+                    self.memory += table.memory[first:last]
                     self.cycles += table.cycles[first:last]
                     self.outputs += table.outputs[first:last]
             found = self.runs[output] = (start, len(self.owners) - start)
