@@ -143,7 +143,25 @@ def op_propagation(op: NpuOp, output_quantum: tuple[int, ...]) -> OpPropagation:
         )
     if isinstance(op, UnaryElementwise) or (isinstance(op, Identity) and op.ifm.shape == ofm.shape):
         return OpPropagation((_feature_map_propagator(np.eye(5), op.ifm, ofm),), hint)
+    if isinstance(op, Identity) and pads_whole_input(op):
+        shift = tuple(-o for o in op.ofm_offset or (0, 0, 0, 0))
+        return OpPropagation((_feature_map_propagator(np.eye(5), op.ifm, ofm, shift),), hint)
     return OpPropagation((reshape_propagator(op.ifm, ofm),), (1,) * len(stored_shape(ofm)))
+
+
+def pads_whole_input(op: Identity) -> bool:
+    """A pad: its whole IFM copied at an offset into an OFM filled with the zero point. A
+    stripe of it reads the IFM rows under the stripe (the border reads none), so a pad can
+    sit inside a cascade; other block copies read their whole input (a concatenation's
+    copies write one tensor the graph cannot stripe)."""
+    return (
+        op.ofm_fill is not None
+        and op.operator in ("COPY", "REQUANTIZE")
+        and not op.ifm_offset
+        and not op.ifm_strides
+        and tuple(op.region or op.ifm.shape) == tuple(op.ifm.shape)
+        and len(op.ifm.shape) == len(op.ofm.shape) == 4
+    )
 
 
 def _weight_propagators(op: NpuOp) -> tuple[Propagator, ...]:

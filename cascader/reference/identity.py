@@ -60,6 +60,8 @@ def identity_box(op: Identity, ifm: np.ndarray, ofm_box: Box) -> np.ndarray:
         source = _requantize(op, source, block=bool(op.region))
     out = np.full(ofm_box.shape, 0 if op.ofm_fill is None else op.ofm_fill, np.dtype(op.ofm.dtype))
     inside = written.intersect(ofm_box)
+    if 0 in inside.shape:  # a stripe of a pad's border: nothing of the IFM
+        return out
     local = tuple(i - o for i, o in zip(inside.start, ofm_box.start, strict=True))
     out[Box(local, inside.shape).slices()] = source
     return out

@@ -330,6 +330,9 @@ class StripedExecutor:
             if index in self._copy_shape and given.contains(read) and not given.contains(box):
                 box = given  # a copy holds what the stripe reads, not all a reshape's view
             here = f"{where} input {slot}"
+            if read is not None and 0 in read.shape:  # a pad's border stripe reads nothing
+                inputs.append(np.zeros(read.shape, np.dtype(tensor.dtype)))
+                continue
             if view.shape != tensor.shape and box != Box.whole(tensor.shape):
                 raise StripeError(
                     f"{here}: reads {tensor.name} as {view.shape}, which needs all of it; "

@@ -17,7 +17,7 @@ from cascader.ethosu.memory import SystemMemory
 from cascader.ir.boxes import Box
 from cascader.ir.errors import ScheduleError
 from cascader.ir.layout import BRICK
-from cascader.ir.npu_ops import Layout
+from cascader.ir.npu_ops import Identity, Layout
 from cascader.schedule.network import Network
 
 
@@ -111,7 +111,9 @@ def plan_from_proposal_plan(net: Network, plan, memory: SystemMemory) -> Plan:
             home = config.home_region if config.state == TensorConfigState.BOUNDARY else cascade
             outputs[i] = Placement("tensor", home)
         else:
-            rolling = config.buffer_mode == BufferMode.ROLLING
+            # a pad fills its output buffer before each stripe: it cannot keep earlier rows
+            fills = isinstance(net.ops[i], Identity) and net.ops[i].ofm_fill is not None
+            rolling = config.buffer_mode == BufferMode.ROLLING and not fills
             outputs[i] = Placement("rolling" if rolling else "window", cascade)
     by_tensor: dict[int, list[TensorConfig]] = {}
     for config in plan.tensor_configs:
