@@ -120,7 +120,7 @@ class Session:
         (the prepared model's own always): what its cache counts add up."""
         return tuple(prepared.scheduler for prepared in self._layouts.values())
 
-    def _layout(self, config: PointConfig) -> PreparedModel:
+    def prepared_for(self, config: PointConfig) -> PreparedModel:
         """The prepared model of the point's layout of narrow feature maps."""
         layout = config.narrow_nhwc
         if layout not in self._layouts:
@@ -169,7 +169,7 @@ class Session:
         options = self._options(config, memory)
         region = config.proposal_region_bytes
         with collector_paused():
-            return self._layout(config).scheduler.schedule_point(
+            return self.prepared_for(config).scheduler.schedule_point(
                 memory, options, feature_maps, region, config.buffer_weights
             )
 
@@ -196,7 +196,7 @@ class Session:
         neither."""
         memory = self.device.memory(config.sram_bytes)
         options = self._options(config, memory)
-        scheduler = self._layout(config).scheduler
+        scheduler = self.prepared_for(config).scheduler
         point = compiled = scored = chosen = key = None
         if options is not None:
             chosen, key = scheduler.chosen(memory, options, config.proposal_region_bytes)
