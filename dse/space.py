@@ -64,8 +64,7 @@ class DesignPoint:
     def cascader_options(self) -> dict[str, int | bool]:
         """The cascader options of this point (everything but the pool size, the switch, the
         layer-by-layer weight buffering, the layout of narrow feature maps and the producer's;
-        a point with the cascader off or
-        of another producer keeps them at their defaults)."""
+        a point with the cascader off or of another producer keeps them at their defaults)."""
         options = asdict(self)
         for name in _NOT_CASCADER_OPTIONS:
             del options[name]
