@@ -45,12 +45,15 @@ class PointConfig:
     the cascade region its proposals are generated for (None: the pool; a sweep generates
     once at its largest pool and chooses per pool). With the cascader off, `buffer_weights`
     False reads every weight in place instead of copying some into SRAM first (the smallest
-    layer-by-layer schedule)."""
+    layer-by-layer schedule). `narrow_nhwc`: feature maps whose channel count is not a
+    multiple of 16 stored NHWC, not in 16-channel bricks (which pad them: less SRAM, about
+    the same cycles)."""
 
     sram_bytes: int
     options: CascaderOptions | None
     proposal_region_bytes: int | None = None
     buffer_weights: bool = True
+    narrow_nhwc: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,7 @@ class Estimate:
     chosen_index: int | None = None
     cascader_seconds: float | None = None
     buffer_weights: bool = True  # with the cascader off: see PointConfig
+    narrow_nhwc: bool = False  # see PointConfig
     # Who made the schedule: this project's cascader, or Vela's own compiler ("vela", whose
     # `options` are None: it is no cascader schedule).
     producer: str = "cascader"
@@ -192,6 +196,8 @@ class Estimate:
         }
         if self.options is None:
             data["cascader"]["buffer_weights"] = self.buffer_weights
+        if self.narrow_nhwc:  # absent when False: estimates stored before it stay the same
+            data["cascader"]["narrow_nhwc"] = True
         if self.proposals is not None:
             data["cascader"].update(proposals=self.proposals, chosen_index=self.chosen_index)
         if self.cascader_seconds is not None:
@@ -251,6 +257,7 @@ class Estimate:
             chosen_index=cascader.get("chosen_index", data.get("chosen_index")),
             cascader_seconds=cascader.get("seconds", data.get("cascader_seconds")),
             buffer_weights=cascader.get("buffer_weights", True),
+            narrow_nhwc=cascader.get("narrow_nhwc", False),
             producer=data.get("producer", "cascader"),
             sram_lower_bound_bytes=data.get("sram_lower_bound_bytes"),
             sram_lower_bound_derivation=data.get("sram_lower_bound_derivation"),

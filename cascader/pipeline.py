@@ -23,6 +23,7 @@ from cascader.estimate import Device, Estimate, PointConfig
 from cascader.ethosu.codegen import Compiled, generate, scored_ops
 from cascader.ethosu.memory import SystemMemory
 from cascader.ethosu.perf import PerfReport, evaluate
+from cascader.ir.npu_ops import NpuFunction, Tie
 from cascader.ir.origins import TfliteOrigin
 from cascader.memo import Memo
 from cascader.schedule.lower_bound import SramLowerBound, derivation, sram_lower_bound
@@ -40,16 +41,33 @@ __all__ = ["PreparedModel", "Session", "prepare_model"]
 class PreparedModel:
     """A model prepared for scoring its points (the front half, then its network): its NPU
     network, the operators left on the host, the TFLite operator each NPU op stands for,
-    and the scheduler of its points (which keeps what they share)."""
+    and the scheduler of its points (which keeps what they share). It keeps what the
+    network was built from (the front half's functions and ties), so the network of the
+    other feature-map layout (`variant`) is built without importing the model again."""
 
     sha256: str
     network: Network
     host_ops: tuple[str, ...]
+    functions: tuple[NpuFunction, ...]
+    ties: tuple[Tie, ...]
+    accelerator: str
     origins: Mapping[str, TfliteOrigin] = field(default_factory=dict)
+    narrow_nhwc: bool = False  # the network's layout of narrow feature maps (`network`)
 
     @cached_property
     def scheduler(self) -> PointScheduler:
         return PointScheduler(self.network)
+
+    def variant(self, narrow_nhwc: bool) -> PreparedModel:
+        """The model with narrow feature maps stored NHWC (`narrow_nhwc`) or in bricks: this
+        one, or the other layout's, built on first use and kept with its own scheduler."""
+        return self if narrow_nhwc == self.narrow_nhwc else self._other_layout
+
+    @cached_property
+    def _other_layout(self) -> PreparedModel:
+        narrow = not self.narrow_nhwc
+        built = network(self.functions, self.accelerator, self.ties, narrow)
+        return replace(self, network=built, narrow_nhwc=narrow)
 
 
 def prepare_model(model: bytes, accelerator: str, half: FrontHalf | None = None) -> PreparedModel:
@@ -61,8 +79,10 @@ def prepare_model(model: bytes, accelerator: str, half: FrontHalf | None = None)
 
         half = front_half(model)
     sha = hashlib.sha256(model).hexdigest()
-    net = network(list(half.functions), accelerator, half.ties)
-    return PreparedModel(sha, net, half.host_ops, half.origins)
+    functions = tuple(half.functions)
+    net = network(functions, accelerator, half.ties)
+    return PreparedModel(sha, net, half.host_ops, functions, tuple(half.ties), accelerator,
+                         half.origins)  # fmt: skip
 
 
 class Session:
@@ -86,30 +106,56 @@ class Session:
         self.device = device
         self.prepared = prepared or prepare_model(self.model_bytes, device.accelerator)
         self.scheduler = self.prepared.scheduler
-        # A schedule's (SRAM bytes, PerfReport) by its `ScheduleKey`: many pools choose the
+        self._layouts: dict[bool, PreparedModel] = {self.prepared.narrow_nhwc: self.prepared}
+        # A schedule's (SRAM bytes, PerfReport) by its layout of narrow feature maps and its
+        # `ScheduleKey` (both layouts' networks have the same parts): many pools choose the
         # same proposal, option sets make the same plans, and scoring is most of a point's
         # time.
-        self.scores: Memo[ScheduleKey, tuple[int, PerfReport]] = Memo("Session.scores", 1024)
+        self.scores: Memo[tuple[bool, ScheduleKey], tuple[int, PerfReport]] = Memo(
+            "Session.scores", 1024
+        )
+
+    def schedulers(self) -> tuple[PointScheduler, ...]:
+        """The scheduler of each layout of narrow feature maps the session's points used
+        (the prepared model's own always): what its cache counts add up."""
+        return tuple(prepared.scheduler for prepared in self._layouts.values())
+
+    def prepared_for(self, config: PointConfig) -> PreparedModel:
+        """The prepared model of the point's layout of narrow feature maps."""
+        layout = config.narrow_nhwc
+        if layout not in self._layouts:
+            self._layouts[layout] = self.prepared.variant(layout)
+        return self._layouts[layout]
 
     @cached_property
     def _bound_with_arena_in_sram(self) -> tuple[SramLowerBound, str]:
         """The SRAM lower bound where the arena is in SRAM, and how it is reached: a pure
-        function of the network, asked by every point."""
-        bound = sram_lower_bound(self.prepared.network)
+        function of the networks, asked by every point."""
+        return self._least_bound(io_in_memory=True)
+
+    def _least_bound(self, io_in_memory: bool) -> tuple[SramLowerBound, str]:
+        """The smaller of the two layouts' bounds (narrow feature maps NHWC are never larger
+        than in bricks, but each layout's smallest stripes are its own), so the bound holds
+        for every schedule of either."""
+        found = []
+        for layout in (False, True):
+            net = self.prepared.variant(layout).network
+            bound = sram_lower_bound(net, io_in_memory=io_in_memory)
+            found.append((bound.bytes, layout, bound, net))
+        _, _, bound, net = min(found, key=lambda f: f[:2])
         if bound.part is None:
-            return bound, derivation(bound, self.prepared.network, "")
-        op = self.prepared.network.ops[bound.part]
+            return bound, derivation(bound, net, "")
+        op = net.ops[bound.part]
         origin = self.prepared.origins.get(op.name)
         label = f"{origin.op} {origin.tensor!r}" if origin is not None else repr(op.name)
-        return bound, derivation(bound, self.prepared.network, label)
+        return bound, derivation(bound, net, label)
 
     def sram_lower_bound(self, memory: SystemMemory) -> tuple[SramLowerBound, str]:
         """The least SRAM any schedule of the model needs on `memory`'s memory mode
         (`cascader.schedule.lower_bound`: nothing when the arena is elsewhere), and how it
         is reached, in a sentence."""
         if memory.io_area != "sram":
-            bound = sram_lower_bound(self.prepared.network, io_in_memory=False)
-            return bound, derivation(bound, self.prepared.network, "")
+            return self._least_bound(io_in_memory=False)
         return self._bound_with_arena_in_sram
 
     def _options(self, config: PointConfig, memory: SystemMemory) -> CascaderOptions | None:
@@ -123,7 +169,7 @@ class Session:
         options = self._options(config, memory)
         region = config.proposal_region_bytes
         with collector_paused():
-            return self.scheduler.schedule_point(
+            return self.prepared_for(config).scheduler.schedule_point(
                 memory, options, feature_maps, region, config.buffer_weights
             )
 
@@ -150,21 +196,20 @@ class Session:
         neither."""
         memory = self.device.memory(config.sram_bytes)
         options = self._options(config, memory)
+        scheduler = self.prepared_for(config).scheduler
         point = compiled = scored = chosen = key = None
         if options is not None:
-            chosen, key = self.scheduler.chosen(memory, options, config.proposal_region_bytes)
-            content = self.scheduler.schedule_key(memory, chosen, key)
+            chosen, key = scheduler.chosen(memory, options, config.proposal_region_bytes)
+            content = scheduler.schedule_key(memory, chosen, key)
         else:
-            content = self.scheduler.layer_key(memory, buffer_weights=config.buffer_weights)
+            content = scheduler.layer_key(memory, buffer_weights=config.buffer_weights)
         if not command_streams:
-            scored = self.scores.lookup(content)
+            scored = self.scores.lookup((config.narrow_nhwc, content))
         if scored is None:
             point = (
-                self.scheduler.chosen_point(memory, chosen, key)
+                scheduler.chosen_point(memory, chosen, key)
                 if chosen is not None
-                else self.scheduler.schedule_point(
-                    memory, None, buffer_weights=config.buffer_weights
-                )
+                else scheduler.schedule_point(memory, None, buffer_weights=config.buffer_weights)
             )
             if command_streams:
                 compiled = generate(point.schedule, memory.accelerator)
@@ -172,7 +217,7 @@ class Session:
             else:
                 ops = scored_ops(point.schedule, memory.accelerator)
             scored = (point.schedule.sram_bytes, evaluate(ops, memory))
-            self.scores.keep(content, scored)
+            self.scores.keep((config.narrow_nhwc, content), scored)
         sram_used, report = scored
         model = (self.model_name, self.prepared.sha256, self.prepared.host_ops)
         estimate = Estimate.of_report(
@@ -187,4 +232,5 @@ class Session:
             )
         else:
             estimate = replace(estimate, buffer_weights=config.buffer_weights)
+        estimate = replace(estimate, narrow_nhwc=config.narrow_nhwc)
         return estimate, point, compiled

@@ -151,6 +151,12 @@ def _add_cascader_options(p: argparse.ArgumentParser) -> None:
         help="with --no-cascade: read every weight in place instead of copying some into SRAM "
         "first (the smallest layer-by-layer schedule)",
     )
+    g.add_argument(
+        "--narrow-nhwc",
+        action="store_true",
+        help="store feature maps whose channel count is not a multiple of 16 NHWC, not in "
+        "16-channel bricks (which pad them): less SRAM at about the same cycles",
+    )
     g.add_argument("--no-striping", action="store_true", help="cascade without striping")
     g.add_argument(
         "--multi-dimensional-striping",

@@ -99,6 +99,8 @@ CONFIG_SCHEMA: dict[str, Any] = {
                 "proposal_region_bytes": _POOL,
                 # With the cascader off (absent: True, as before it was a choice).
                 "buffer_weights": {"type": "boolean"},
+                # Narrow feature maps stored NHWC (absent: False, in 16-channel bricks).
+                "narrow_nhwc": {"type": "boolean"},
             },
         },
         # Who made the point's schedule (absent: the cascader, as before Vela was a producer);

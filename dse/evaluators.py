@@ -78,9 +78,11 @@ class ModelEvaluator(MemoizedEvaluator):
         """Real hits and misses: of the session's cascader runs (proposals generated once
         per option set for the study's largest pool, chosen per pool), of its scores per
         proposal, and of the points this evaluator scored."""
-        scheduler, scores = self.session.scheduler, self.session.scores
+        cascades = [scheduler.cascades for scheduler in self.session.schedulers()]
+        scores = self.session.scores
+        proposals = CacheCounter(sum(c.hits for c in cascades), sum(c.misses for c in cascades))
         return {
-            "proposals": CacheCounter(scheduler.cascades.hits, scheduler.cascades.misses),
+            "proposals": proposals,
             "scores": CacheCounter(scores.hits, scores.misses),
             "results": self._results,
         }
@@ -145,7 +147,8 @@ def handover(evaluate: Evaluator) -> bytes | None:
     if not isinstance(found, ModelEvaluator):
         return None
     prepared = found.session.prepared
-    # A copy without the scheduler the sweep's session built: the worker keeps its own.
+    # A copy without the scheduler the sweep's session built, nor the other layout's network
+    # (`PreparedModel.variant`): the worker keeps its own.
     return pickle.dumps((found.settings.accelerator, dataclasses.replace(prepared)))
 
 

@@ -79,16 +79,18 @@ def format_front(rows: list[dict]) -> str:
             else ("multi-d" if cfg["enable_multi_dimensional_striping"] else "on")
         )
         time_ms = row.get("inference_time_s")
+        narrow = cfg.get("narrow_nhwc", False)  # narrow feature maps stored NHWC
         options = (
             f"sf={cfg['stripe_factors']} mps={cfg['max_plan_size']} "
             f"mp={cfg['max_proposals']} acs={cfg['always_copy_size']}"
             f"{' cost=vela' if cfg.get('cost_model') == 'vela' else ''}"
+            f"{' narrow=nhwc' if narrow else ''}"
             if cascaded
             else vela_choices(cfg)
             if producer == "vela"
-            else "cascader off"
+            else f"cascader off{', narrow NHWC' if narrow else ''}"
             if cfg.get("buffer_weights", True)
-            else "cascader off, weights in place"
+            else f"cascader off, weights in place{', narrow NHWC' if narrow else ''}"
         )
         lines.append(
             f"{row['trial']:>5}  {format_size(row['sram_used_bytes']):>11}  "

@@ -34,7 +34,7 @@ def point_view(settings: StudySettings, trial: FrozenTrial, session: Session) ->
     config = DesignPoint(**trial.user_attrs["config"]).config(settings.sram_max)
     with contextlib.redirect_stdout(io.StringIO()):  # Vela's allocator prints warnings
         schedule = session.schedule(config).schedule
-    ops, origins = session.prepared.network.ops, session.prepared.origins
+    ops, origins = session.prepared_for(config).network.ops, session.prepared.origins
 
     def layer(part: int) -> tuple[str, str]:
         """The part's layer: the model's name for it and its operator (type and index)."""

@@ -184,11 +184,15 @@ def _point_facts(trial: FrozenTrial) -> list[tuple[str, str]]:
 def _cascader_label(config: dict) -> str:
     if config.get("producer", "cascader") == "vela":
         return "Vela's own compiler"
-    if config.get("enable_cascader", True):
-        return "the cascader"
-    if config.get("buffer_weights", True):
-        return "the cascader off (layer by layer)"
-    return "the cascader off (layer by layer, weights read in place)"
+    notes = []
+    if not config.get("enable_cascader", True):
+        notes.append("layer by layer")
+        if not config.get("buffer_weights", True):
+            notes.append("weights read in place")
+    if config.get("narrow_nhwc", False):
+        notes.append("narrow feature maps NHWC")
+    made = "the cascader" if config.get("enable_cascader", True) else "the cascader off"
+    return f"{made} ({', '.join(notes)})" if notes else made
 
 
 def _peak_table(view: PointView) -> Table:

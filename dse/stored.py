@@ -88,8 +88,8 @@ _FIRST_POINT_FIELDS = ("sram_pool_bytes", "enable_cascader", "enable_striping",
                        "cost_model")  # fmt: skip
 POINT_SCHEMA: dict[str, Any] = {
     "type": "object",
-    # Configs stored before the cascader-off weight buffering or the producers were choices
-    # lack them.
+    # Configs stored before the cascader-off weight buffering, the producers or the layout of
+    # narrow feature maps were choices lack them.
     "required": [f.name for f in fields(DesignPoint) if f.name in _FIRST_POINT_FIELDS],
     "additionalProperties": False,
     "properties": {
@@ -98,6 +98,7 @@ POINT_SCHEMA: dict[str, Any] = {
         "enable_striping": _FLAG,
         "enable_multi_dimensional_striping": _FLAG,
         "buffer_weights": _FLAG,
+        "narrow_nhwc": _FLAG,
         **_OPTION_SCHEMAS,
         "cost_model": {"enum": list(COST_MODELS)},
         "producer": {"enum": list(PRODUCERS)},
@@ -183,6 +184,7 @@ _TICKET_SCHEMA = {
         "always_copy_size": {"enum": list(ALWAYS_COPY_SIZES)},
         "cost_model": {"enum": list(COST_MODELS)},
         "buffer_weights": _FLAG,
+        "narrow_nhwc": _FLAG,
         "producer": {"enum": list(PRODUCERS)},
         "vela_optimise": {"enum": list(OPTIMISE)},
         **{f"vela_disable_{feature.lower()}": _FLAG for feature in FEATURES},

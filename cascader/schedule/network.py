@@ -23,6 +23,7 @@ from cascader.ir.npu_ops import (
     Pooling,
     Tie,
     as_feature_maps,
+    feature_maps,
 )
 from cascader.memo import Memo
 from cascader.schedule.in_place import write_in_place
@@ -178,12 +179,17 @@ class Network:
 
 
 def network(
-    functions: Sequence[NpuFunction], accelerator: str, ties: Sequence[Tie] = ()
+    functions: Sequence[NpuFunction],
+    accelerator: str,
+    ties: Sequence[Tie] = (),
+    narrow_nhwc: bool = False,
 ) -> Network:
     """The cascader graph of `functions` with the op behind each part (parts are the dataflow's
     ops in reverse order, as build_cascader_graph makes them); `ties` (see
-    `cascader.frontend.passes.npu_ties`) become the network's ties."""
-    functions = [write_in_place(_vela_layouts(f)) for f in functions]
+    `cascader.frontend.passes.npu_ties`) become the network's ties. With `narrow_nhwc`, the
+    int8 feature maps whose channel count is not a multiple of 16 are stored NHWC (see
+    `_vela_layouts`)."""
+    functions = [write_in_place(_vela_layouts(f, narrow_nhwc)) for f in functions]
     graph = build_cascader_graph(functions, accelerator)
     flow = list(reversed(dataflow(functions)))
     net = Network(
@@ -218,12 +224,14 @@ def _tie_tensors(net: Network, ties: Sequence[Tie]) -> dict[int, int]:
     return found
 
 
-def _vela_layouts(function: NpuFunction) -> NpuFunction:
+def _vela_layouts(function: NpuFunction, narrow_nhwc: bool) -> NpuFunction:
     """The function as Vela would run it: NHWC wherever Vela's command-stream checks demand it
     (the input of an int32 REDUCE_SUM, softmax's sum; a tensor read or written from a channel
     that is not a multiple of 16, which NHCWB16 cannot address), and unit strides along axes
     with one output (a global pool's stride is meaningless there, but it would shrink the
-    block Vela picks)."""
+    block Vela picks). With `narrow_nhwc`, every int8 feature map whose channel count is not
+    a multiple of 16 is NHWC too: 16-channel bricks pad it (8 channels take the bytes of 16),
+    so it takes less SRAM unpadded."""
     names = {
         op.ifm.name
         for op in function.ops
@@ -234,6 +242,11 @@ def _vela_layouts(function: NpuFunction) -> NpuFunction:
             names.add(op.ifm.name)
         if getattr(op, "ofm_offset", ()) and op.ofm_offset[-1] % BRICK:
             names.add(op.ofm.name)
+    if narrow_nhwc:
+        for op in function.ops:
+            for tensor in feature_maps(op):
+                if len(tensor.shape) == 4 and tensor.shape[-1] % BRICK and tensor.dtype == "int8":
+                    names.add(tensor.name)
 
     def fix(tensor):
         return replace(tensor, layout=Layout.NHWC) if tensor.name in names else tensor

@@ -139,7 +139,7 @@ def verify_point(
         clock = now
 
     model = session.model_bytes
-    functions = session.prepared.network.functions
+    functions = session.prepared_for(config).network.functions
     if not functions:
         raise ReferenceError("no operator runs on the NPU, there is no schedule to check")
     hybrid = HybridModel(model, functions, "builtin" if kernels == "auto" else kernels)

@@ -73,7 +73,7 @@ _OPTION_FLAGS = ("stripe_factors", "max_plan_size", "max_proposals", "always_cop
 def options_given(args: argparse.Namespace) -> bool:
     """Whether any flag pins the cascader's options (an exported config pins them all)."""
     switches = (args.no_cascade, args.no_striping, args.multi_dimensional_striping,
-                args.no_weight_buffering)  # fmt: skip
+                args.no_weight_buffering, args.narrow_nhwc)  # fmt: skip
     return any(switches) or any(getattr(args, name) is not None for name in _OPTION_FLAGS)
 
 
@@ -115,7 +115,7 @@ def scored_point(
         session = Session(args.model, device)
         if options_given(args):
             config = PointConfig(sram, cascader_options(args), args.proposal_region,
-                                 not args.no_weight_buffering)  # fmt: skip
+                                 not args.no_weight_buffering, args.narrow_nhwc)  # fmt: skip
         else:
             with contextlib.redirect_stdout(io.StringIO()):  # Vela's allocator warnings
                 config = best_seed_kind(session, sram, args.proposal_region)
@@ -133,6 +133,8 @@ def _graph_estimate(args: argparse.Namespace, sram: int) -> Estimate:
     options = cascader_options(args)
     if options is None:
         raise BadInput("--graph scores the cascader's proposals; --no-cascade needs --model")
+    if args.narrow_nhwc:
+        raise BadInput("--narrow-nhwc lays out a model's feature maps; a graph has none")
     check_graph(args.graph)
     try:
         evaluator = graph_evaluator(args.graph)

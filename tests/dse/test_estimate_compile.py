@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+import optuna
 import pytest
 from sessions import estimate
 
@@ -26,6 +28,7 @@ from cascader.testing.networks import CATALOGUE
 from cascader.testing.shared import shared_dir
 from dse.cli import main
 from dse.sizes import parse_size
+from dse.space import SMALLEST, DesignPoint
 
 pytestmark = pytest.mark.slow  # the full suite only: `pytest -m "not slow"` leaves it out
 
@@ -254,6 +257,49 @@ def test_every_front_point_compiles_in_a_fresh_process_to_its_trials_numbers(
         estimate = json.loads((built / "manifest.json").read_text())["estimate"]
         assert estimate["sram_used_bytes"] == row["sram_used_bytes"]
         assert estimate["total_cycles"] == row["total_cycles"]
+
+
+def test_a_narrow_nhwc_point_exports_and_rebuilds_exactly(tmp_path: Path, capsys) -> None:
+    """A sweep seeds the smallest schedules with narrow feature maps NHWC; that trial's
+    exported config says so, and compiles to the same bytes as the point given by flags
+    (`--narrow-nhwc`), which in 16-channel bricks needs more SRAM."""
+    model = tmp_path / "mobilenet_v2.tflite"
+    model.write_bytes(mobilenet_v2(size=32, classes=10).build())
+    out = tmp_path / "study"
+    sweep = ["sweep", "--model", str(model), "--trials", "36", "--sram-min", "1KiB",
+             "--sram-max", "256KiB", "--out", str(out), "--study", "s", "--json",
+             "--producers", "cascader", "--seed", "3"]  # fmt: skip
+    assert main(sweep) == 0
+    storage = json.loads(capsys.readouterr().out)["storage"]
+    study = optuna.load_study(study_name="s", storage=storage)
+    kind = replace(SMALLEST, cost_model="vela", narrow_nhwc=True)
+    trial = next(
+        t for t in study.trials
+        if replace(DesignPoint(**t.user_attrs["config"]), sram_pool_bytes=0) == kind
+    )  # fmt: skip
+    cfg = tmp_path / "cfg.json"
+    assert main(["export", "--storage", storage, "--study", "s", "--trial", str(trial.number),
+                 "-o", str(cfg)]) == 0  # fmt: skip
+    config = json.loads(cfg.read_text())
+    assert config["cascader"]["narrow_nhwc"] is True
+    pool = str(config["sram_pool_bytes"])
+    flags = ["--sram", pool, "--multi-dimensional-striping", "--stripe-factors", "2",
+             "--always-copy-size", "0", "--cost-model", "vela",
+             "--proposal-region", str(config["cascader"]["proposal_region_bytes"])]  # fmt: skip
+    builds = []
+    for name, args in (("config", ["--config", str(cfg)]), ("flags", [*flags, "--narrow-nhwc"])):
+        built = tmp_path / name
+        assert main(["compile", "--model", str(model), *args, "-o", str(built)]) == 0
+        estimate = json.loads((built / "manifest.json").read_text())["estimate"]
+        assert estimate["cascader"]["narrow_nhwc"] is True
+        assert round(estimate["total_cycles"]) == config["predicted"]["total_cycles"]
+        assert estimate["sram_used_bytes"] == config["predicted"]["sram_used_bytes"]
+        files = {f.name: f.read_bytes() for f in built.iterdir() if f.name != "manifest.json"}
+        builds.append(files)
+    assert builds[0] == builds[1]
+    capsys.readouterr()
+    assert main(["estimate", "--model", str(model), "--json", *flags]) == 3  # bricks: too big
+    assert "nothing fits" in capsys.readouterr().err
 
 
 def test_weights_read_in_place_leave_dedicated_sram_empty(tmp_path: Path, capsys) -> None:

@@ -150,9 +150,9 @@ def test_a_new_study_starts_with_each_seed_kind_at_its_floor(tmp_path: Path) -> 
     defaults = DesignPoint(16).cascader_options()
     copy_all = DesignPoint(16, always_copy_size=ALWAYS_COPY_SIZES[-1]).cascader_options()
     assert [{k: v for k, v in f.items() if k != "sram_units"} for f in fixed[:3]] == [
-        {"enable_cascader": True, **defaults, "buffer_weights": True},
-        {"enable_cascader": True, **copy_all, "buffer_weights": True},
-        {"enable_cascader": False, **defaults, "buffer_weights": True},
+        {"enable_cascader": True, **defaults, "buffer_weights": True, "narrow_nhwc": False},
+        {"enable_cascader": True, **copy_all, "buffer_weights": True, "narrow_nhwc": False},
+        {"enable_cascader": False, **defaults, "buffer_weights": True, "narrow_nhwc": False},
     ]
     # The spine seed sits on the pool ladder from the smallest floor up (SPINE_SHARE).
     spine = fixed[3]

@@ -92,6 +92,7 @@ def test_a_sweep_seeds_the_smallest_schedules() -> None:
         **SMALLEST.cascader_options(),
         "enable_cascader": True,
         "buffer_weights": True,
+        "narrow_nhwc": False,
     } in seeded
 
 
