@@ -362,7 +362,8 @@ class Builder:
         if place.copy:
             buf = run.copies[pid, slot]
             source = self.whole_tensor(tensor.id, "")
-            if run.held.get(buf) != box:
+            # a pad's border stripe reads nothing: nothing to copy
+            if run.held.get(buf) != box and not box.empty:
                 self.steps.append(Copy(tensor.id, "feature_map", box, source, buf, pid))
                 run.held[buf] = box
             self.touch(buf)
