@@ -99,8 +99,7 @@ def vela_single_plans(
                 number = tiled[key] = len(tiled_transfers)
                 tiled_transfers.append(transfers)
             numbers.append(number)
-        rolled = part.input_stripe_configs(rolled_stripe(output_stripe_config))
-        rows.add(layout, options, outs, kept, numbers, fused, cascade, rolled)
+        rows.add(layout, options, outs, kept, numbers, fused, cascade, part, output_stripe_config)
     if layout is None:
         empty = np.zeros(0, dtype=np.int64)
         return SinglePlans(empty, empty, [], empty, [], empty, rows.rows.__getitem__)
@@ -183,11 +182,11 @@ class _VelaRows:
         cycles: list[int],
         fused: int,
         cascade: str,
-        rolled: tuple[StripeConfig, ...],
+        part: Part,
+        output_stripe_config: StripeConfig,
     ) -> None:
-        """One row: its input `options`, output configs `outs`, the positions of those kept
-        and each kept one's cycles number; `rolled`: the input stripe configs of the new
-        rows a rolling output computes per stripe (`rolled_stripe`)."""
+        """One row: its input `options`, output configs `outs` (of `output_stripe_config`),
+        the positions of those kept and each kept one's cycles number."""
         configs = [[option.config for option in choices] for choices in options]
         open_inputs = self.open_inputs
         self.open_numbers.append(
@@ -198,19 +197,23 @@ class _VelaRows:
                 for interior in layout.open_positions
             ]
         )
-        self.input_memory.append([option.memory for choices in options for option in choices])
-        self.rolled_memory.append(
-            [
+        memory = [option.memory for choices in options for option in choices]
+        self.input_memory.append(memory)
+        rolls = [outs[o].state == INTERIOR and outs[o].buffer_mode == BufferMode.ROLLING
+                 for o in kept]  # fmt: skip
+        self.output_rolls += rolls
+        new_rows = rolled_stripe(output_stripe_config)
+        if any(rolls) and new_rows is not output_stripe_config:
+            # the input stripes of the new rows a rolling output computes per stripe
+            rolled = part.input_stripe_configs(new_rows)
+            memory = [
                 held_bytes(option.config, stripe)
                 if option.config.state == INTERIOR
                 else option.memory
                 for choices, stripe in zip(options, rolled, strict=True)
                 for option in choices
             ]
-        )
-        self.output_rolls += [
-            outs[o].state == INTERIOR and outs[o].buffer_mode == BufferMode.ROLLING for o in kept
-        ]
+        self.rolled_memory.append(memory)
         if fused >= 0:
             self.written_over.append([whole_memory(o.config, cascade) for o in options[fused]])
         self.output_memory += [whole_memory(outs[o], cascade) for o in kept]
@@ -450,9 +453,10 @@ def vela_input(
     ctx: PlanContext, config: TensorConfig, has_weights: bool, encoding: tuple[float, int]
 ) -> VelaInput:
     """The `VelaInput` of `config`. `encoding`: see `Part.weight_encoding`."""
-    memory = input_memory(config, ctx.cascade)
     if config.state == INTERIOR:
         memory = held_bytes(config, config.stripe_configs[0])
+    else:
+        memory = input_memory(config, ctx.cascade)
     if has_weights and config.tensor.is_constant:
         copy_bytes = (
             ctx.constant_copy_bytes(config, *encoding) if config.copy_tensor else (0.0, 0.0)
