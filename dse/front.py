@@ -79,19 +79,19 @@ def format_front(rows: list[dict]) -> str:
             else ("multi-d" if cfg["enable_multi_dimensional_striping"] else "on")
         )
         time_ms = row.get("inference_time_s")
-        narrow = cfg.get("narrow_nhwc", False)  # narrow feature maps stored NHWC
         options = (
             f"sf={cfg['stripe_factors']} mps={cfg['max_plan_size']} "
             f"mp={cfg['max_proposals']} acs={cfg['always_copy_size']}"
             f"{' cost=vela' if cfg.get('cost_model') == 'vela' else ''}"
-            f"{' narrow=nhwc' if narrow else ''}"
             if cascaded
             else vela_choices(cfg)
             if producer == "vela"
-            else f"cascader off{', narrow NHWC' if narrow else ''}"
+            else "cascader off"
             if cfg.get("buffer_weights", True)
-            else f"cascader off, weights in place{', narrow NHWC' if narrow else ''}"
+            else "cascader off, weights in place"
         )
+        if cfg.get("narrow_nhwc", False):  # narrow feature maps stored NHWC
+            options += " narrow=nhwc" if cascaded else ", narrow NHWC"
         lines.append(
             f"{row['trial']:>5}  {format_size(row['sram_used_bytes']):>11}  "
             f"{format_size(cfg['sram_pool_bytes']):>11}  {round(row['total_cycles']):>12,}  "
