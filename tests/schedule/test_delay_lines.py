@@ -11,9 +11,9 @@ import contextlib
 import io
 
 import pytest
+from proofs import proven
 from sessions import session
 
-from cascader.artifact.run import firmware_runner
 from cascader.core.options import CascaderOptions
 from cascader.core.part import BufferMode
 from cascader.core.plan_generation import covers
@@ -23,7 +23,6 @@ from cascader.core.tensor import Tensor
 from cascader.core.tensor_config import TensorConfigState, TensorConfigTable
 from cascader.estimate import PointConfig
 from cascader.testing.tflite_builder import ModelBuilder
-from cascader.verify.point_check import verify_point
 
 U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
 U65 = ("ethos-u65-256", "Ethos_U65_High_End", "Shared_Sram")
@@ -79,18 +78,10 @@ def test_skips_held_as_delay_lines_are_bit_exact(system: tuple, two_d: bool) -> 
     config = PointConfig(POOL, _options("vela", two_d), proposal_region_bytes=1 << 20)
     assert _delay_lines(found, config) >= 2  # both blocks' inputs
     with contextlib.redirect_stdout(io.StringIO()):
-        result = (
-            found.score(config),
-            verify_point(found, config, SAMPLES, compiled=firmware_runner(found, config)),
-        )
-    estimate, checked = result
+        estimate = found.score(config)
     skip = 24 * 24 * 64
     assert estimate.sram_used_bytes < 2 * skip  # no block holds its input and output whole
-    for out in checked.outputs:
-        stream = out.command_stream_vs_reference
-        assert stream is not None and stream.telling, stream
-        assert stream.max_abs_diff == 0 and out.schedule_vs_reference.max_abs_diff == 0
-    assert checked.findings == ()
+    proven(found, config, SAMPLES)
 
 
 def test_the_original_model_keeps_skips_whole() -> None:
