@@ -52,6 +52,11 @@ class Plan:
         )
 
     @property
+    def sources(self) -> tuple[Plan, Plan] | None:
+        """The producer and consumer plans this one merges; None for a part's single plan."""
+        return self._sources
+
+    @property
     def is_closed(self) -> bool:
         return not self.open_configs
 

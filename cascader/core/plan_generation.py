@@ -36,7 +36,9 @@ def generate_graph_plans(ctx: PlanContext) -> dict[int, list[Plan]]:
 
     Beyond the original, under the "vela" cost model a part whose output several parts read
     may leave it INTERIOR (a skip held as a delay line: `_delay_line_joins`); the original
-    keeps such a tensor whole between plans."""
+    keeps such a tensor whole between plans. And a plan holding several readers of a tensor
+    it holds whole counts the tensor once (the single plans' `shared` reads): the original
+    counts it per reader, so a plan spanning a residual block looked twice its size."""
     options = ctx.options
     if options.stripe_factors <= 0:
         raise ValueError(f"stripe_factors = {options.stripe_factors}, but must be > 0")
@@ -139,7 +141,8 @@ class _KeptTable:
     """A part's kept plans, bucket after bucket: costs and output configs up front, the Plan
     objects built on first use (most open plans never end up in a closed one). Entry i is
     single plan `single[i]` alone, or merged with entry `index[i]` of table `owners[i]`,
-    into a plan of bucket `bucket[i]` ((part group, open configs) in `buckets`)."""
+    into a plan of bucket `bucket[i]` ((part group, open configs) in `buckets`);
+    `shared[i]`, the ids (bits) of the tensors several parts read that it holds whole."""
 
     __slots__ = (
         "_cascade",
@@ -152,6 +155,7 @@ class _KeptTable:
         "memory",
         "outputs",
         "owners",
+        "shared",
         "single",
     )
 
@@ -166,6 +170,7 @@ class _KeptTable:
         memory: list[int],
         cycles: list[int],
         outputs: list[TensorConfig],
+        shared: list[int],
         cascade: str,
     ) -> None:
         self.buckets = buckets
@@ -176,6 +181,7 @@ class _KeptTable:
         self.memory = memory
         self.cycles = cycles
         self.outputs = outputs
+        self.shared = shared
         self._singles = singles
         self._cascade = cascade
         self._plans: list[Plan | None] = [None] * len(memory)
@@ -247,6 +253,7 @@ class _Joins:
         self.memory = [0]
         self.cycles = [0]
         self.outputs: list[TensorConfig | None] = [None]
+        self.shared = [0]
         self.runs: dict[TensorConfig, tuple[int, int]] = {}
         self.keys: dict[tuple[int, tuple[TensorConfig, ...]], int] = {(0, ()): 0}
         self.key = [0]
@@ -267,6 +274,7 @@ class _Joins:
                     self.memory += table.memory[first:last]
                     self.cycles += table.cycles[first:last]
                     self.outputs += table.outputs[first:last]
+                    self.shared += table.shared[first:last]
             found = self.runs[output] = (start, len(self.owners) - start)
         return found
 
@@ -296,6 +304,10 @@ def _culled_buckets(
     single = np.repeat(np.arange(len(singles)), length)
     join = np.arange(total) + np.repeat(start - (np.cumsum(length) - length), length)
     memory = singles.memory[single] + np.array(joins.memory, dtype=np.int64)[join]
+    for read in singles.shared:
+        # held whole by this part's plan and by the plan it joins: one buffer
+        held = np.array([mask >> read.tensor_id & 1 for mask in joins.shared], dtype=bool)
+        memory -= np.where(read.whole[single] & held[join], read.size, 0)
     cycles = singles.cycles[single] + np.array(joins.cycles, dtype=np.int64)[join]
     fits = (memory < ctx.regions[ctx.cascade].size) | (join == 0)
     single, join, memory, cycles = single[fits], join[fits], memory[fits], cycles[fits]
@@ -349,6 +361,10 @@ def _culled_buckets(
     kept = kept[np.lexsort((first_of_cull[kept_cull], rank[bucket[kept]]))]
     stops = np.cumsum(np.bincount(rank[bucket[kept]], minlength=len(buckets))).tolist()
     kept_single, kept_join = single[kept].tolist(), join[kept].tolist()
+    shared = [joins.shared[j] for j in kept_join]
+    for read in singles.shared:
+        bit = 1 << read.tensor_id
+        shared = [m | bit if w else m for m, w in zip(shared, read.whole[kept_single], strict=True)]
     output_of = singles.output.tolist()
     owners, index = joins.owners, joins.index
     table = _KeptTable(
@@ -364,6 +380,7 @@ def _culled_buckets(
             singles.outputs[output_of[i]] if j == 0 else joins.outputs[j]
             for i, j in zip(kept_single, kept_join, strict=True)
         ],
+        shared,
         ctx.cascade,
     )
     begin = 0

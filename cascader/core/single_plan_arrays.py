@@ -5,6 +5,7 @@ cascade-region bytes of a tensor config and the input configs of one combination
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -20,11 +21,22 @@ RECOMPUTE = BufferMode.RECOMPUTE
 ROLLING = BufferMode.ROLLING
 
 
+class SharedRead(NamedTuple):
+    """An input several parts read (a skip), and per single plan whether the plan holds it
+    whole in the cascade region, its `size` bytes counted in the plan's memory: a plan
+    holding two of its readers holds it once (`cascader.core.plan_generation`)."""
+
+    tensor_id: int
+    size: int
+    whole: np.ndarray
+
+
 class SinglePlans:
     """A part's single plans in the original's order, as arrays: memory, cycles, and the
     output config and open input configs of each as an index into lists of the distinct
-    ones. Plan objects are built on demand (`plan`): most single plans only ever take part
-    in candidates that are culled."""
+    ones; `shared`, the inputs other parts read too that some plans hold whole (only the
+    "vela" cost model tells). Plan objects are built on demand (`plan`): most single plans
+    only ever take part in candidates that are culled."""
 
     def __init__(
         self,
@@ -35,6 +47,7 @@ class SinglePlans:
         open_inputs: list[tuple[TensorConfig, ...]],
         open_input: np.ndarray,
         build: Callable[[int], Plan],
+        shared: tuple[SharedRead, ...] = (),
     ) -> None:
         self.memory = memory
         self.cycles = cycles
@@ -43,6 +56,7 @@ class SinglePlans:
         self.open_inputs = open_inputs
         self.open_input = open_input
         self._build = build
+        self.shared = shared
         self._plans: dict[int, Plan] = {}
 
     def __len__(self) -> int:

@@ -15,6 +15,7 @@ from cascader.core.plan import Plan
 from cascader.core.plan_context import PlanContext
 from cascader.core.single_plan_arrays import (
     INTERIOR,
+    SharedRead,
     SinglePlans,
     choice,
     input_memory,
@@ -64,6 +65,11 @@ def vela_single_plans(
     tiled_transfers: list[Transfers] = []
     double_buffers = part.double_buffers_whole_weights
     cascade = ctx.cascade
+    shared_slots = [
+        slot
+        for slot, tensor in enumerate(part.inputs)
+        if not tensor.is_constant and len({c.id for c in tensor.consumers}) > 1
+    ]
     # Per (input stripe config, slot): its options (rows share their constants' configs).
     slot_options: dict[tuple[StripeConfig, int], list[VelaInput]] = {}
     for output_stripe_config, input_stripe_configs, outs, wanted in stripe_choices(
@@ -100,6 +106,9 @@ def vela_single_plans(
                 tiled_transfers.append(transfers)
             numbers.append(number)
         rows.add(layout, options, outs, kept, numbers, fused, cascade, part, output_stripe_config)
+        rows.whole.append(
+            [[whole_memory(o.config, cascade) > 0 for o in options[slot]] for slot in shared_slots]
+        )
     if layout is None:
         empty = np.zeros(0, dtype=np.int64)
         return SinglePlans(empty, empty, [], empty, [], empty, rows.rows.__getitem__)
@@ -143,8 +152,18 @@ def vela_single_plans(
             int(cycles_all[index]),
         )
 
+    shared = tuple(
+        SharedRead(
+            part.inputs[slot].id,
+            part.inputs[slot].size,
+            np.array([whole[k] for whole in rows.whole], dtype=bool)[
+                row_of, layout.picks[slot][combo_of]
+            ],
+        )
+        for k, slot in enumerate(shared_slots)
+    )
     return SinglePlans(
-        memory_all, cycles_all, list(rows.outputs), output_index, opens, open_index, build
+        memory_all, cycles_all, list(rows.outputs), output_index, opens, open_index, build, shared
     )
 
 
@@ -157,7 +176,8 @@ class _VelaRows:
     set of open inputs' number (per class of `_VelaLayout.open_positions`). An elementwise
     output written over its input (`in_place_input`) takes no bytes of its own when both are
     held whole in the cascade region: per row, the bytes of each choice of that input it
-    would be written over."""
+    would be written over. `whole`: per row, per input other parts read too, whether each
+    choice holds it whole in the cascade region."""
 
     def __init__(self) -> None:
         self.rows: list[tuple[list[list[TensorConfig]], list[TensorConfig]]] = []
@@ -170,6 +190,7 @@ class _VelaRows:
         self.output_memory: list[int] = []
         self.open_numbers: list[list[int]] = []
         self.written_over: list[list[int]] = []
+        self.whole: list[list[list[bool]]] = []
         self.outputs: dict[TensorConfig, int] = {}
         self.open_inputs: dict[tuple[TensorConfig, ...], int] = {}
 
