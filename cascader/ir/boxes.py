@@ -11,6 +11,7 @@ from functools import cached_property
 from cascader.ir.errors import ScheduleError
 from cascader.ir.npu_ops import (
     BinaryElementwise,
+    Concatenation,
     Conv2D,
     Identity,
     NpuOp,
@@ -110,11 +111,16 @@ def input_boxes(op: NpuOp, ofm: Box) -> tuple[tuple[Box, ...], tuple[int, int, i
             boxes.append(Box(start, shape))
         return tuple(boxes), (0, 0, 0, 0)
     if isinstance(op, Identity) and op.ifm.shape != op.ofm.shape:
-        inside = copy_box(op, ofm)
-        if inside is None:
-            return (Box((0, 0, 0, 0), (0, 0, 0, 0)),), (0, 0, 0, 0)
-        return (inside[0],), (0, 0, 0, 0)
+        return (_copied(op, ofm),), (0, 0, 0, 0)
+    if isinstance(op, Concatenation):
+        return tuple(_copied(copy, ofm) for copy in op.copies), (0, 0, 0, 0)
     return (ofm,), (0, 0, 0, 0)
+
+
+def _copied(op: Identity, ofm: Box) -> Box:
+    """The IFM box a block copy reads for `ofm` (empty when it writes none of it)."""
+    inside = copy_box(op, ofm)
+    return Box((0, 0, 0, 0), (0, 0, 0, 0)) if inside is None else inside[0]
 
 
 def copy_box(op: Identity, ofm: Box) -> tuple[Box, Box] | None:

@@ -164,7 +164,38 @@ class Identity:
     ofm_fill: int | None = None
 
 
-NpuOp = Conv2D | Pooling | BinaryElementwise | UnaryElementwise | Identity
+@dataclass(frozen=True)
+class Concatenation:
+    """A concatenation along the channels as one op: each input is block-copied whole into
+    its slice of the OFM, starting at its `offsets` channel. As one op (not one copy per
+    input, as the frontend legalizes it) an output stripe of some rows reads the same rows
+    of every input, so the concatenation and the ops around it can run in row stripes."""
+
+    name: str
+    ifms: tuple[NpuTensor, ...]
+    ofm: NpuTensor
+    offsets: tuple[int, ...]
+    op_family: str = "identity"
+
+    @property
+    def copies(self) -> tuple[Identity, ...]:
+        """Its block copies, one per input, named as the frontend names them (the first
+        after the OFM, the others numbered); a copy requantizes when the quantisations
+        differ."""
+        return tuple(
+            Identity(
+                f"{self.name}_{index}" if index else self.name,
+                "COPY" if ifm.quant == self.ofm.quant else "REQUANTIZE",
+                ifm,
+                self.ofm,
+                region=ifm.shape,
+                ofm_offset=(*(0,) * (len(self.ofm.shape) - 1), offset),
+            )
+            for index, (ifm, offset) in enumerate(zip(self.ifms, self.offsets, strict=True))
+        )
+
+
+NpuOp = Conv2D | Pooling | BinaryElementwise | UnaryElementwise | Identity | Concatenation
 
 # (NPU function, input position, NPU function, output position): an input of one function
 # that is an output of another as it is, no host operator between (a skip over a host op).
@@ -188,8 +219,20 @@ def dilated_kernel(op: Conv2D | Pooling) -> tuple[int, int]:
 
 
 def feature_inputs(op: NpuOp) -> tuple[NpuTensor, ...]:
-    """The op's feature-map inputs: IFM, and IFM2 for a binary elementwise op."""
+    """The op's feature-map inputs: IFM, and IFM2 for a binary elementwise op, every input
+    of a concatenation."""
+    if isinstance(op, Concatenation):
+        return op.ifms
     return (op.ifm, op.ifm2) if isinstance(op, BinaryElementwise) else (op.ifm,)
+
+
+def with_inputs(op: NpuOp, inputs: tuple[NpuTensor, ...]) -> NpuOp:
+    """The op reading `inputs` (in `feature_inputs` order) in place of its own."""
+    if isinstance(op, Concatenation):
+        return replace(op, ifms=tuple(inputs))
+    if isinstance(op, BinaryElementwise):
+        return replace(op, ifm=inputs[0], ifm2=inputs[1])
+    return replace(op, ifm=inputs[0])
 
 
 def feature_maps(op: NpuOp) -> tuple[NpuTensor, ...]:
@@ -219,5 +262,5 @@ def feature_map(tensor: NpuTensor) -> NpuTensor:
 
 def as_feature_maps(op: NpuOp) -> NpuOp:
     """The op with every feature map 4-D (a fully connected layer's (1, C) becomes 1x1xC)."""
-    slots = ("ifm", "ifm2", "ofm") if isinstance(op, BinaryElementwise) else ("ifm", "ofm")
-    return replace(op, **{slot: feature_map(getattr(op, slot)) for slot in slots})
+    inputs = tuple(feature_map(t) for t in feature_inputs(op))
+    return with_inputs(replace(op, ofm=feature_map(op.ofm)), inputs)

@@ -490,6 +490,8 @@ class Builder:
             for slot, ifm_box in enumerate(boxes):
                 tensor = part.inputs[slot]
                 producer = self.produced_by.get(tensor.id)
+                if ifm_box.empty:  # a copy that writes none of the box reads nothing
+                    continue
                 if producer in inside and not scalar_input(net.ops[pid], slot):
                     need[producer] = ifm_box.union(need.get(producer))
         return need

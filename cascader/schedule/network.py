@@ -23,9 +23,11 @@ from cascader.ir.npu_ops import (
     Pooling,
     Tie,
     as_feature_maps,
+    feature_inputs,
     feature_maps,
 )
 from cascader.memo import Memo
+from cascader.schedule.concatenations import join_concatenations
 from cascader.schedule.in_place import write_in_place
 from cascader.schedule.replay import PlanTrace
 
@@ -167,10 +169,8 @@ class Network:
         order (parts reversed)."""
         found: dict[int, NpuTensor] = {}
         for part in reversed(self.graph.parts):
-            op = self.ops[part.id]
-            for slot, tensor in enumerate(part.inputs[:2]):
-                if slot == 0 or isinstance(op, BinaryElementwise):
-                    found.setdefault(tensor.id, op.ifm2 if slot else op.ifm)
+            for tensor, read in zip(part.inputs, feature_inputs(self.ops[part.id]), strict=False):
+                found.setdefault(tensor.id, read)
         produced: dict[int, NpuTensor] = {}
         for part in self.graph.parts:
             produced.setdefault(part.output.id, self.ops[part.id].ofm)
@@ -189,7 +189,9 @@ def network(
     `cascader.frontend.passes.npu_ties`) become the network's ties. With `narrow_nhwc`, the
     int8 feature maps whose channel count is not a multiple of 16 are stored NHWC (see
     `_vela_layouts`)."""
-    functions = [write_in_place(_vela_layouts(f, narrow_nhwc)) for f in functions]
+    functions = [
+        write_in_place(join_concatenations(_vela_layouts(f, narrow_nhwc))) for f in functions
+    ]
     graph = build_cascader_graph(functions, accelerator)
     flow = list(reversed(dataflow(functions)))
     net = Network(
