@@ -474,10 +474,11 @@ class _Emitter:
             before += dma
         if isinstance(op, Identity) and op.ifm.shape != op.ofm.shape:
             return before + self.block_copy(op, stripe, stripe.ifms[0])
-        if isinstance(op, Concatenation):  # each input's rows into its slice
-            return [
+        if isinstance(op, Concatenation):  # each input's rows into its slice, but those
+            return [  # that their producers wrote there
                 npu
-                for copy, ifm in zip(op.copies, stripe.ifms, strict=True)
+                for slot, (copy, ifm) in enumerate(zip(op.copies, stripe.ifms, strict=True))
+                if slot not in op.in_place
                 for npu in self.block_copy(copy, stripe, ifm)
             ]
         if self.shared is None:
@@ -756,6 +757,8 @@ def _emit(emitter: _Emitter) -> tuple[list[FunctionStream], list[ScheduledOp]]:
                 beside[step.part, step.dest] = emitter.buffers[step.dest].first <= last_stripe
             continue
         ops = emitter.stripe_ops(step)
+        if not ops and isinstance(net.ops[step.part], Concatenation):
+            continue  # every input was written in place: nothing moves
         stream.operations += ops
         emitted = per_part.get(step.part)
         if emitted is None:

@@ -169,13 +169,17 @@ class Concatenation:
     """A concatenation along the channels as one op: each input is block-copied whole into
     its slice of the OFM, starting at its `offsets` channel. As one op (not one copy per
     input, as the frontend legalizes it) an output stripe of some rows reads the same rows
-    of every input, so the concatenation and the ops around it can run in row stripes."""
+    of every input, so the concatenation and the ops around it can run in row stripes.
+    `in_place` lists the inputs (by slot) their producers write straight into their slice
+    of the OFM, which the op then copies nothing of: a schedule's choice
+    (`cascader.schedule.plans.inputs_in_place`), made where both tensors are held whole."""
 
     name: str
     ifms: tuple[NpuTensor, ...]
     ofm: NpuTensor
     offsets: tuple[int, ...]
     op_family: str = "identity"
+    in_place: tuple[int, ...] = ()
 
     @property
     def copies(self) -> tuple[Identity, ...]:
