@@ -245,9 +245,19 @@ def feature_maps(op: NpuOp) -> tuple[NpuTensor, ...]:
 
 
 def resamples(op: NpuOp) -> bool:
-    """Upscaling ops run over whole rows and columns: the NPU cannot start an upscaled read
-    mid-pixel (a slice of the output channels reads the same)."""
+    """Upscaling ops run over whole columns, and but for a transposed convolution over whole
+    rows (`stripes_rows`): the NPU cannot start an upscaled read mid-pixel (a slice of the
+    output channels reads the same)."""
     return isinstance(op, Conv2D | Pooling) and op.upscale != "NONE"
+
+
+def stripes_rows(op: NpuOp) -> bool:
+    """A transposed convolution (its IFM read with zeros inserted after each row and
+    column) runs in row stripes of whole columns: a stripe whose first upscaled row falls
+    on an inserted row of zeros starts at the next IFM row with one more row of padding,
+    which holds the same zeros. A NEAREST upscale's in-between row repeats an IFM row, which
+    padding cannot stand for, so those ops run whole."""
+    return isinstance(op, Conv2D) and op.upscale == "ZEROS"
 
 
 def scalar_input(op: NpuOp, slot: int) -> bool:

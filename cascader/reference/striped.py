@@ -28,6 +28,7 @@ from cascader.ir.npu_ops import (
     NpuOp,
     NpuTensor,
     feature_inputs,
+    resamples,
 )
 from cascader.ir.schedule import Buffer, Copy, Schedule, Stripe
 from cascader.reference.run import op_reads, run_op_box
@@ -368,6 +369,8 @@ class StripedExecutor:
             needed = view.shape == tensor.shape and read is not None and 0 not in read.shape
             if needed and not box.contains(read):
                 raise StripeError(f"{here}: needs {read}, the propagator gives only {box}")
+            if needed and resamples(own):  # its propagator rounds half rows outwards: a
+                box = read  # stripe reads what the op reads, which its buffer holds
             in_part = self.net.graph.parts[stripe.part].inputs[slot].id in self.net.offsets
             values = self._read(here, index, tensor.shape, box, origin, in_part)
             if view.shape != tensor.shape:

@@ -1,8 +1,9 @@
 """A concatenation along the channels is one part with one input per concatenated tensor
 (`Concatenation`): a stripe of its rows reads the same rows of every input, so a U-Net's
-decoder runs in row stripes through its concatenations instead of holding each whole. The
-schedules are proven on the simulator: command streams equal the reference over samples
-whose outputs vary, in rows and in 2-D tiles, under both cost models."""
+decoder runs in row stripes through its concatenations instead of holding each whole, and
+through its transposed convolutions, which run in row stripes too. The schedules are proven
+on the simulator: command streams equal the reference over samples whose outputs vary, in
+rows and in 2-D tiles, under both cost models."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from sessions import session
 from cascader.core.options import CascaderOptions
 from cascader.core.tensor_config import TensorConfigState
 from cascader.estimate import PointConfig
-from cascader.ir.npu_ops import Concatenation
+from cascader.ir.boxes import Box
+from cascader.ir.npu_ops import Concatenation, Conv2D
+from cascader.ir.schedule import Stripe
 from cascader.testing.architectures import unet
 from cascader.testing.tflite_builder import ModelBuilder
 from cascader.verify.point_check import Verification
@@ -78,6 +81,20 @@ def _cascaded_concatenations(found, config: PointConfig) -> int:
     return len(striped)
 
 
+def _transposed_row_stripes(found, config: PointConfig) -> list[Box]:
+    """The output stripes the schedule runs the transposed convolutions in."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        point = found.schedule(config)
+    ops = point.schedule.network.ops
+    return [
+        s.ofm
+        for s in point.schedule.steps
+        if isinstance(s, Stripe)
+        and isinstance(ops[s.part], Conv2D)
+        and ops[s.part].upscale != "NONE"
+    ]
+
+
 def _within_an_lsb_of_litert(checked: Verification) -> None:
     for out in checked.outputs:
         assert out.reference_vs_litert.max_abs_diff <= checked.litert_tolerance <= 1
@@ -100,12 +117,15 @@ def test_a_unet_concatenation_is_one_part_reading_rows_of_each_input() -> None:
 @pytest.mark.parametrize("system", [U55, U65], ids=["u55", "u65"])
 @pytest.mark.parametrize("cost_model", ["tvm", "vela"])
 @pytest.mark.parametrize("two_d", [False, True], ids=["rows", "tiles"])
-def test_concatenations_inside_cascades_are_bit_exact(
+def test_concatenations_and_transposed_convolutions_inside_cascades_are_bit_exact(
     system: tuple, cost_model: str, two_d: bool
 ) -> None:
     found = session(_decoder_net(), *system)
     config = PointConfig(POOL, _options(cost_model, two_d), proposal_region_bytes=1 << 20)
     assert _cascaded_concatenations(found, config) == 1
+    stripes = _transposed_row_stripes(found, config)
+    width = stripes[0].shape[2]
+    assert len({s.start[1] for s in stripes}) > 1 and all(s.shape[2] == width for s in stripes)
     _within_an_lsb_of_litert(proven(found, config, SAMPLES))
 
 
