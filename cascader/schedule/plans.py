@@ -182,6 +182,7 @@ def inputs_in_place(net: Network, whole: Collection[int], plans: Sequence[Plan] 
                 isinstance(net.ops[made_by], Identity | Concatenation)
                 or net.function_of[made_by] != net.function_of[part.id]
                 or len(tensor.consumers) != 1
+                or sum(t.id == tensor.id for t in part.inputs) != 1
                 or tensor.id in outputs
                 or tensor.id in net.aliases
                 or copy.operator != "COPY"
