@@ -55,6 +55,7 @@ from cascader.ir.errors import ScheduleError
 from cascader.ir.layout import BRICK
 from cascader.ir.npu_ops import (
     BinaryElementwise,
+    Concatenation,
     Conv2D,
     Identity,
     Layout,
@@ -472,7 +473,14 @@ class _Emitter:
             lut_index, dma = self.lut(act)
             before += dma
         if isinstance(op, Identity) and op.ifm.shape != op.ofm.shape:
-            return before + self.block_copy(op, stripe)
+            return before + self.block_copy(op, stripe, stripe.ifms[0])
+        if isinstance(op, Concatenation):  # each input's rows into its slice, but those
+            return [  # that their producers wrote there
+                npu
+                for slot, (copy, ifm) in enumerate(zip(op.copies, stripe.ifms, strict=True))
+                if slot not in op.in_place
+                for npu in self.block_copy(copy, stripe, ifm)
+            ]
         if self.shared is None:
             return [*before, self.block_op(op, stripe, lut_index)]
         key = _share_key(stripe, lut_index)
@@ -619,9 +627,12 @@ class _Emitter:
         fm.tiles = NpuTileBox(1, 1, 1, [where.address, 0, 0, 0])
         return fm
 
-    def block_copy(self, op: Identity, stripe: Stripe) -> list[NpuOperation]:
-        """Concatenate/split/slice/pad: a 1x1 average pool copying the block, after filling a
-        pad's output with its fill value (one DMA of prepared fill bytes)."""
+    def block_copy(
+        self, op: Identity, stripe: Stripe, ifm: tuple[Box, int, tuple[int, ...]]
+    ) -> list[NpuOperation]:
+        """Concatenate/split/slice/pad: a 1x1 average pool copying the block from `ifm` (box,
+        buffer, origin), after filling a pad's output with its fill value (one DMA of
+        prepared fill bytes)."""
         ops: list[NpuOperation] = []
         out = self.buffers[stripe.ofm_buffer]
         if op.ofm_fill is not None and (out.kind != "tensor" or out.index not in self.filled):
@@ -638,7 +649,7 @@ class _Emitter:
         if inside is None:
             return ops
         ifm_box, written = inside
-        _, ifm_buf, ifm_origin = stripe.ifms[0]
+        _, ifm_buf, ifm_origin = ifm
         npu = NpuPoolingOperation(NpuPoolingOp.AVERAGE)
         npu.kernel = NpuKernel(1, 1)
         steps = op.ifm_strides or (1, 1, 1, 1)
@@ -746,6 +757,8 @@ def _emit(emitter: _Emitter) -> tuple[list[FunctionStream], list[ScheduledOp]]:
                 beside[step.part, step.dest] = emitter.buffers[step.dest].first <= last_stripe
             continue
         ops = emitter.stripe_ops(step)
+        if not ops and isinstance(net.ops[step.part], Concatenation):
+            continue  # every input was written in place: nothing moves
         stream.operations += ops
         emitted = per_part.get(step.part)
         if emitted is None:

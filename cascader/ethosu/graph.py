@@ -29,6 +29,7 @@ from cascader.ir.layout import stored_shape
 from cascader.ir.npu_ops import (
     Activation,
     BinaryElementwise,
+    Concatenation,
     Conv2D,
     Identity,
     NpuFunction,
@@ -36,7 +37,9 @@ from cascader.ir.npu_ops import (
     NpuTensor,
     Pooling,
     UnaryElementwise,
+    feature_inputs,
     feature_map,
+    with_inputs,
 )
 from cascader.ir.units import SCALE_BIAS_BYTES
 
@@ -64,12 +67,13 @@ def _hwc(tensor: NpuTensor) -> tuple[int, int, int]:
 def npu_op_description(op: NpuOp) -> NpuOpDescription:
     """What the device model needs to know about an op to list its block configs. Table
     lookups and requantizing copies run on the NPU as 1x1 average pools, as Vela runs them."""
+    ifm = feature_inputs(op)[0]
     common = {
-        "ifm_shape": _hwc(op.ifm),
+        "ifm_shape": _hwc(ifm),
         "ofm_shape": _hwc(op.ofm),
-        "ifm_dtype": op.ifm.dtype,
+        "ifm_dtype": ifm.dtype,
         "ofm_dtype": op.ofm.dtype,
-        "ifm_layout": op.ifm.layout.value,
+        "ifm_layout": ifm.layout.value,
         "ofm_layout": op.ofm.layout.value,
     }
     if isinstance(op, Conv2D):
@@ -105,6 +109,9 @@ def npu_op_description(op: NpuOp) -> NpuOpDescription:
         )
     if isinstance(op, UnaryElementwise) and op.operator != "LUT":
         return NpuOpDescription(kind="elementwise", sub_op=op.operator, **common)
+    if isinstance(op, Concatenation):  # its copies, costed as one of the whole OFM
+        common.update(ifm_shape=common["ofm_shape"], ifm_dtype=op.ofm.dtype,
+                      ifm_layout=op.ofm.layout.value)  # fmt: skip
     activation = _activation(op.activation) if isinstance(op, UnaryElementwise) else "NONE"
     return NpuOpDescription(kind="pooling", sub_op="AVERAGE", activation=activation, **common)
 
@@ -136,11 +143,11 @@ def _scalars(op: NpuOp) -> tuple[int | None, ...]:
     """Per feature-map input, its constant scalar value (a binary op's scalar operand)."""
     if isinstance(op, BinaryElementwise):
         return (op.ifm_scalar, op.ifm2_scalar)
-    return (None,)
+    return (None,) * len(feature_inputs(op))
 
 
 def _op_inputs(op: NpuOp) -> list[NpuTensor]:
-    return [op.ifm, op.ifm2] if isinstance(op, BinaryElementwise) else [op.ifm]
+    return list(feature_inputs(op))
 
 
 Key = tuple[int, int, str]  # (function, producing op index or -1 for an input, name)
@@ -156,14 +163,14 @@ def dataflow(functions: list[NpuFunction]) -> list[tuple[NpuOp, Key, list[Key]]]
     for f_index, function in enumerate(functions):
         latest: dict[str, tuple[int, NpuTensor]] = {}
         for op_index, op in enumerate(function.ops):
-            changes: dict[str, NpuTensor] = {"ofm": feature_map(op.ofm)}
             inputs: list[Key] = []
+            read: list[NpuTensor] = []
             for slot, (tensor, scalar) in enumerate(zip(_op_inputs(op), _scalars(op), strict=True)):
                 producer, produced = latest.get(tensor.name, (-1, feature_map(tensor)))
                 inputs.append((f_index, op_index, f"scalar{slot}") if scalar is not None
                               else (f_index, producer, tensor.name))  # fmt: skip
-                changes["ifm2" if slot else "ifm"] = produced
-            op = replace(op, **changes)
+                read.append(produced)
+            op = with_inputs(replace(op, ofm=feature_map(op.ofm)), tuple(read))
             nodes.append((op, (f_index, op_index, op.ofm.name), inputs))
             latest[op.ofm.name] = (op_index, op.ofm)
     return nodes

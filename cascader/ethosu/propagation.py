@@ -16,6 +16,7 @@ from cascader.core.propagator import Propagator
 from cascader.ir.layout import BRICK, NHCWB16_TO_NHWC, NHWC_TO_NHCWB16, stored_shape
 from cascader.ir.npu_ops import (
     BinaryElementwise,
+    Concatenation,
     Conv2D,
     Identity,
     Layout,
@@ -141,6 +142,8 @@ def op_propagation(op: NpuOp, output_quantum: tuple[int, ...]) -> OpPropagation:
             tuple(_feature_map_propagator(_elementwise_rows(t), t, ofm) for t in (op.ifm, op.ifm2)),
             hint,
         )
+    if isinstance(op, Concatenation):
+        return OpPropagation(tuple(_concatenated(t, ofm) for t in op.ifms), hint)
     if isinstance(op, UnaryElementwise) or (isinstance(op, Identity) and op.ifm.shape == ofm.shape):
         return OpPropagation((_feature_map_propagator(np.eye(5), op.ifm, ofm),), hint)
     if isinstance(op, Identity) and pads_whole_input(op):
@@ -149,11 +152,23 @@ def op_propagation(op: NpuOp, output_quantum: tuple[int, ...]) -> OpPropagation:
     return OpPropagation((reshape_propagator(op.ifm, ofm),), (1,) * len(stored_shape(ofm)))
 
 
+def _concatenated(ifm: NpuTensor, ofm: NpuTensor) -> Propagator:
+    """An input of a concatenation: a stripe of the output reads the same rows and columns
+    of it, all its channels (they lie in one slice of the output's), so a concatenation
+    striped in rows reads its inputs in the same row stripes. An input read through a
+    reshape is read whole."""
+    if tuple(ifm.shape[:3]) != tuple(ofm.shape[:3]):
+        return reshape_propagator(ifm, ofm)
+    rows = np.eye(5)
+    rows[3] = [0, 0, 0, 0, ifm.shape[3]]
+    return _feature_map_propagator(rows, ifm, ofm)
+
+
 def pads_whole_input(op: Identity) -> bool:
     """A pad: its whole IFM copied at an offset into an OFM filled with the zero point. A
     stripe of it reads the IFM rows under the stripe (the border reads none), so a pad can
-    sit inside a cascade; other block copies read their whole input (a concatenation's
-    copies write one tensor the graph cannot stripe)."""
+    sit inside a cascade; other block copies read their whole input (a concatenation along
+    the channels is one op, `Concatenation`, and reads the rows under its stripes)."""
     return (
         op.ofm_fill is not None
         and op.operator in ("COPY", "REQUANTIZE")

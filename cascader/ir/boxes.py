@@ -11,12 +11,14 @@ from functools import cached_property
 from cascader.ir.errors import ScheduleError
 from cascader.ir.npu_ops import (
     BinaryElementwise,
+    Concatenation,
     Conv2D,
     Identity,
     NpuOp,
     Pooling,
     dilated_kernel,
     resamples,
+    stripes_rows,
 )
 
 
@@ -73,12 +75,28 @@ def window_axis(start: int, size: int, stride: int, kernel: int, pad: int, exten
     return max(lo, 0), min(hi, extent), max(-lo, 0), max(hi - extent, 0)
 
 
+def zeros_upscaled_rows(start: int, size: int, kernel: int, pad: int, extent: int):
+    """IFM rows [lo, hi) a stride-1 window of dilated height `kernel` reads for outputs
+    [start, start + size) over an IFM of `extent` rows read upscaled with zeros inserted
+    after each row, and the padding before/after them. A window starting on an inserted row
+    starts at the next IFM row, the zero row counted as padding (which holds zeros too), as
+    the NPU cannot start an upscaled read between two IFM rows."""
+    first_wanted = start - pad
+    end = start + size - 1 - pad + kernel
+    first = min(max(first_wanted, 0), 2 * extent)
+    last = max(min(end, 2 * extent), first)
+    if first % 2 and first < last:
+        first += 1
+    return first // 2, -(-last // 2), first - first_wanted, end - last
+
+
 def input_boxes(op: NpuOp, ofm: Box) -> tuple[tuple[Box, ...], tuple[int, int, int, int]]:
     """Per feature-map input the box `ofm` reads, and the stripe's padding."""
     n0, h0, w0, c0 = ofm.start
     n, h, w, c = ofm.shape
     if isinstance(op, Conv2D | Pooling):
-        if resamples(op) and (h != op.ofm.shape[1] or w != op.ofm.shape[2]):
+        rows_only = h != op.ofm.shape[1] and stripes_rows(op)
+        if resamples(op) and (w != op.ofm.shape[2] or (h != op.ofm.shape[1] and not rows_only)):
             raise ScheduleError(f"{op.name}: a resampling op cannot be striped spatially")
         region = op.ifm_region if isinstance(op, Conv2D) and op.ifm_region else op.ifm.shape
         offset = op.ifm_offset if isinstance(op, Conv2D) and op.ifm_offset else (0, 0, 0, 0)
@@ -88,6 +106,11 @@ def input_boxes(op: NpuOp, ofm: Box) -> tuple[tuple[Box, ...], tuple[int, int, i
             isinstance(op, Pooling) and op.pool_type == "SUM"
         )
         d0, d = (0, region[3]) if whole_depth else (c0, c)
+        if rows_only:  # the stripe's rows, every column
+            y0, y1, top, bottom = zeros_upscaled_rows(h0, h, kh, p.top, region[1])
+            ifm = Box((offset[0], offset[1] + y0, offset[2], d0 + offset[3]),
+                      (region[0], y1 - y0, region[2], d))  # fmt: skip
+            return (ifm,), (top, p.left, bottom, p.right)
         if op.upscale != "NONE":  # every row and column, the channels the output slice reads
             ifm = Box((*offset[:3], d0 + offset[3]), (*region[:3], d))
             return (ifm,), (p.top, p.left, p.bottom, p.right)
@@ -110,11 +133,16 @@ def input_boxes(op: NpuOp, ofm: Box) -> tuple[tuple[Box, ...], tuple[int, int, i
             boxes.append(Box(start, shape))
         return tuple(boxes), (0, 0, 0, 0)
     if isinstance(op, Identity) and op.ifm.shape != op.ofm.shape:
-        inside = copy_box(op, ofm)
-        if inside is None:
-            return (Box((0, 0, 0, 0), (0, 0, 0, 0)),), (0, 0, 0, 0)
-        return (inside[0],), (0, 0, 0, 0)
+        return (_copied(op, ofm),), (0, 0, 0, 0)
+    if isinstance(op, Concatenation):
+        return tuple(_copied(copy, ofm) for copy in op.copies), (0, 0, 0, 0)
     return (ofm,), (0, 0, 0, 0)
+
+
+def _copied(op: Identity, ofm: Box) -> Box:
+    """The IFM box a block copy reads for `ofm` (empty when it writes none of it)."""
+    inside = copy_box(op, ofm)
+    return Box((0, 0, 0, 0), (0, 0, 0, 0)) if inside is None else inside[0]
 
 
 def copy_box(op: Identity, ofm: Box) -> tuple[Box, Box] | None:

@@ -164,7 +164,42 @@ class Identity:
     ofm_fill: int | None = None
 
 
-NpuOp = Conv2D | Pooling | BinaryElementwise | UnaryElementwise | Identity
+@dataclass(frozen=True)
+class Concatenation:
+    """A concatenation along the channels as one op: each input is block-copied whole into
+    its slice of the OFM, starting at its `offsets` channel. As one op (not one copy per
+    input, as the frontend legalizes it) an output stripe of some rows reads the same rows
+    of every input, so the concatenation and the ops around it can run in row stripes.
+    `in_place` lists the inputs (by slot) their producers write straight into their slice
+    of the OFM, which the op then copies nothing of: a schedule's choice
+    (`cascader.schedule.plans.inputs_in_place`), made where both tensors are held whole."""
+
+    name: str
+    ifms: tuple[NpuTensor, ...]
+    ofm: NpuTensor
+    offsets: tuple[int, ...]
+    op_family: str = "identity"
+    in_place: tuple[int, ...] = ()
+
+    @property
+    def copies(self) -> tuple[Identity, ...]:
+        """Its block copies, one per input, named as the frontend names them (the first
+        after the OFM, the others numbered); a copy requantizes when the quantisations
+        differ."""
+        return tuple(
+            Identity(
+                f"{self.name}_{index}" if index else self.name,
+                "COPY" if ifm.quant == self.ofm.quant else "REQUANTIZE",
+                ifm,
+                self.ofm,
+                region=ifm.shape,
+                ofm_offset=(*(0,) * (len(self.ofm.shape) - 1), offset),
+            )
+            for index, (ifm, offset) in enumerate(zip(self.ifms, self.offsets, strict=True))
+        )
+
+
+NpuOp = Conv2D | Pooling | BinaryElementwise | UnaryElementwise | Identity | Concatenation
 
 # (NPU function, input position, NPU function, output position): an input of one function
 # that is an output of another as it is, no host operator between (a skip over a host op).
@@ -188,8 +223,20 @@ def dilated_kernel(op: Conv2D | Pooling) -> tuple[int, int]:
 
 
 def feature_inputs(op: NpuOp) -> tuple[NpuTensor, ...]:
-    """The op's feature-map inputs: IFM, and IFM2 for a binary elementwise op."""
+    """The op's feature-map inputs: IFM, and IFM2 for a binary elementwise op, every input
+    of a concatenation."""
+    if isinstance(op, Concatenation):
+        return op.ifms
     return (op.ifm, op.ifm2) if isinstance(op, BinaryElementwise) else (op.ifm,)
+
+
+def with_inputs(op: NpuOp, inputs: tuple[NpuTensor, ...]) -> NpuOp:
+    """The op reading `inputs` (in `feature_inputs` order) in place of its own."""
+    if isinstance(op, Concatenation):
+        return replace(op, ifms=tuple(inputs))
+    if isinstance(op, BinaryElementwise):
+        return replace(op, ifm=inputs[0], ifm2=inputs[1])
+    return replace(op, ifm=inputs[0])
 
 
 def feature_maps(op: NpuOp) -> tuple[NpuTensor, ...]:
@@ -198,9 +245,19 @@ def feature_maps(op: NpuOp) -> tuple[NpuTensor, ...]:
 
 
 def resamples(op: NpuOp) -> bool:
-    """Upscaling ops run over whole rows and columns: the NPU cannot start an upscaled read
-    mid-pixel (a slice of the output channels reads the same)."""
+    """Upscaling ops run over whole columns, and but for a transposed convolution over whole
+    rows (`stripes_rows`): the NPU cannot start an upscaled read mid-pixel (a slice of the
+    output channels reads the same)."""
     return isinstance(op, Conv2D | Pooling) and op.upscale != "NONE"
+
+
+def stripes_rows(op: NpuOp) -> bool:
+    """A transposed convolution (its IFM read with zeros inserted after each row and
+    column) runs in row stripes of whole columns: a stripe whose first upscaled row falls
+    on an inserted row of zeros starts at the next IFM row with one more row of padding,
+    which holds the same zeros. A NEAREST upscale's in-between row repeats an IFM row, which
+    padding cannot stand for, so those ops run whole."""
+    return isinstance(op, Conv2D) and op.upscale == "ZEROS"
 
 
 def scalar_input(op: NpuOp, slot: int) -> bool:
@@ -219,5 +276,5 @@ def feature_map(tensor: NpuTensor) -> NpuTensor:
 
 def as_feature_maps(op: NpuOp) -> NpuOp:
     """The op with every feature map 4-D (a fully connected layer's (1, C) becomes 1x1xC)."""
-    slots = ("ifm", "ifm2", "ofm") if isinstance(op, BinaryElementwise) else ("ifm", "ofm")
-    return replace(op, **{slot: feature_map(getattr(op, slot)) for slot in slots})
+    inputs = tuple(feature_map(t) for t in feature_inputs(op))
+    return with_inputs(replace(op, ofm=feature_map(op.ofm)), inputs)

@@ -34,9 +34,17 @@ from cascader.ethosu.vela_cost import hint_cycles
 from cascader.ir.boxes import Box
 from cascader.ir.errors import ScheduleError
 from cascader.ir.layout import stored_shape
-from cascader.ir.npu_ops import BinaryElementwise, Conv2D, Identity, NpuOp, Pooling
+from cascader.ir.npu_ops import (
+    BinaryElementwise,
+    Concatenation,
+    Conv2D,
+    Identity,
+    NpuOp,
+    Pooling,
+    feature_inputs,
+)
 from cascader.ir.schedule import Buffer, Copy, Schedule, Step, Stripe
-from cascader.lowering.te import TeOp, te_compute
+from cascader.lowering.te import TeOp, feature_roles, te_compute
 from cascader.schedule.network import Network
 
 __all__ = [
@@ -62,7 +70,7 @@ PLAN_ATTR = "ethos-u.plan"
 STRIPE_ATTR = "ethos-u.stripe"
 CYCLES_ATTR = "ethos-u.compute_cycles_hint"
 OP_ATTR = "ethos-u.op"
-SKIPPED_FIELDS = {"name", "ifm", "ifm2", "ofm", "lut", "function"}  # not op attributes
+SKIPPED_FIELDS = {"name", "ifm", "ifm2", "ifms", "ofm", "lut", "function"}  # not op attributes
 NO_BUFFER = -1
 SCOPES = {"sram": "global.sram"}
 
@@ -77,6 +85,8 @@ def call_name(op: NpuOp) -> str:
         return "ethosu_binary_elementwise"
     if isinstance(op, Identity):
         return "ethosu_identity"
+    if isinstance(op, Concatenation):
+        return "ethosu_concatenation"
     return "ethosu_unary_elementwise"
 
 
@@ -162,6 +172,8 @@ def compute_cycles(schedule: Schedule, stripe: Stripe) -> int:
     op = schedule.network.ops[stripe.part]
     desc = npu_op_description(op)
     shapes = [tuple(b.shape[1:]) for b, _, _ in stripe.ifms]
+    if isinstance(op, Concatenation):  # its copies, costed as one of the whole OFM box
+        shapes = [tuple(stripe.ofm.shape[1:])]
     ifm2 = shapes[1] if desc.ifm2_shape is not None and len(shapes) > 1 else desc.ifm2_shape
     desc = replace(desc, ofm_shape=tuple(stripe.ofm.shape[1:]), ifm_shape=shapes[0],
                    ifm2_shape=ifm2)  # fmt: skip
@@ -288,12 +300,14 @@ def _te_chain(net: Network, parts: list[int]) -> dict[int, TeOp]:
     computes: dict[int, TeOp] = {}
     for pid in parts:
         op = net.ops[pid]
-        slots = ("ifm", "ifm2") if isinstance(op, BinaryElementwise) else ("ifm",)
         feature_maps = {}
-        for slot, tensor in zip(slots, net.graph.parts[pid].inputs, strict=False):
+        slots = zip(
+            feature_roles(op), feature_inputs(op), net.graph.parts[pid].inputs, strict=False
+        )
+        for role, read, tensor in slots:
             source = produced.get(tensor.id)
-            if source is not None and tuple(source.shape) == stored_shape(getattr(op, slot)):
-                feature_maps[slot] = source
+            if source is not None and tuple(source.shape) == stored_shape(read):
+                feature_maps[role] = source
         computes[pid] = te_compute(op, feature_maps)
         produced[net.graph.parts[pid].output.id] = computes[pid].output
     return computes
@@ -307,9 +321,11 @@ def _copied_placeholders(net: Network, computes: dict[int, TeOp], steps: list[St
             continue
         inputs = computes[step.part].inputs
         if step.what == "feature_map":
-            tensors = net.graph.parts[step.part].inputs[:2]
+            tensors = net.graph.parts[step.part].inputs
             roles = [
-                r for r, t in zip(("ifm", "ifm2"), tensors, strict=False) if t.id == step.tensor
+                r
+                for r, t in zip(feature_roles(net.ops[step.part]), tensors, strict=False)
+                if t.id == step.tensor
             ]
         else:
             roles = list(_COPIED_ROLES[step.what])

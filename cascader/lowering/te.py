@@ -15,6 +15,7 @@ from tvm import te, tirx
 from cascader.ir.layout import BRICK, stored_shape
 from cascader.ir.npu_ops import (
     BinaryElementwise,
+    Concatenation,
     Conv2D,
     Identity,
     Layout,
@@ -23,13 +24,15 @@ from cascader.ir.npu_ops import (
     Pooling,
     UnaryElementwise,
     as_feature_maps,
+    feature_inputs,
 )
 
 
 @dataclass(frozen=True)
 class TeOp:
-    """The TE of one NPU op: its placeholders by role (ifm, ifm2, weights, bias, multiplier,
-    shift, lut) and its output in the OFM's stored layout."""
+    """The TE of one NPU op: its placeholders by role (ifm, ifm2 and on for a
+    concatenation's further inputs, weights, bias, multiplier, shift, lut) and its output in
+    the OFM's stored layout."""
 
     inputs: dict[str, te.Tensor]
     output: te.Tensor
@@ -257,6 +260,27 @@ def _unary_te(op: UnaryElementwise | Identity, inputs: dict[str, te.Tensor], ifm
     )
 
 
+def _concatenation_te(op: Concatenation, ifms: list[te.Tensor]) -> te.Tensor:
+    """Each input requantized into its channel slice: an output channel reads the input
+    whose slice holds it, at the channel less the slice's offset."""
+    qo = op.ofm.quant
+    ends = [*op.offsets[1:], op.ofm.shape[3]]
+
+    def value(n, h, w, c):
+        found = None
+        for tensor, data, offset, end in reversed(
+            list(zip(op.ifms, ifms, op.offsets, ends, strict=True))
+        ):
+            qi = tensor.quant
+            ratio = qi.scale / qo.scale if qo.scale and not np.isnan(qo.scale) else 1.0
+            raw = data[n, h, w, c - offset].astype("int32") - qi.zero_point
+            copied = _activate(_rescale(raw, ratio) + qo.zero_point, op, None)
+            found = copied if found is None else te.if_then_else(c < end, copied, found)
+        return found
+
+    return te.compute(op.ofm.shape, value, name="ofm")
+
+
 def _reshaped(data: te.Tensor, tensor: NpuTensor, shape: tuple[int, ...]) -> te.Tensor:
     """A reshape stage: the same elements in row-major order under a new shape."""
     strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
@@ -269,15 +293,27 @@ def _reshaped(data: te.Tensor, tensor: NpuTensor, shape: tuple[int, ...]) -> te.
     return te.compute(shape, element, name=f"{data.op.name}_reshaped")
 
 
+def feature_roles(op: NpuOp) -> tuple[str, ...]:
+    """The placeholder roles of the op's feature-map inputs in `feature_inputs` order: "ifm",
+    "ifm2", then "ifm3" and on (a concatenation's further inputs)."""
+    return tuple(f"ifm{slot + 1}" if slot else "ifm" for slot in range(len(feature_inputs(op))))
+
+
 def te_compute(op: NpuOp, feature_maps: dict[str, te.Tensor] | None = None) -> TeOp:
-    """The TE of an NPU op, its feature maps taken as 4-D. `feature_maps` ("ifm", "ifm2": a
-    producer's output in the stored layout) replace those placeholders, so that the ops of a
-    plan form one TE graph."""
+    """The TE of an NPU op, its feature maps taken as 4-D. `feature_maps` (by role, see
+    `feature_roles`: a producer's output in the stored layout) replace those placeholders,
+    so that the ops of a plan form one TE graph."""
     op = as_feature_maps(op)
     given = feature_maps or {}
-    inputs = {"ifm": given["ifm"] if "ifm" in given else _placeholder(op.ifm, "ifm")}
-    if isinstance(op, BinaryElementwise):
-        inputs["ifm2"] = given["ifm2"] if "ifm2" in given else _placeholder(op.ifm2, "ifm2")
+    inputs = {
+        role: given[role] if role in given else _placeholder(tensor, role)
+        for role, tensor in zip(feature_roles(op), feature_inputs(op), strict=True)
+    }
+    if isinstance(op, Concatenation):
+        ifms = [
+            _to_nhwc(inputs[role], t) for role, t in zip(feature_roles(op), op.ifms, strict=True)
+        ]
+        return TeOp(inputs, _to_stored(_concatenation_te(op, ifms), op.ofm))
     if isinstance(op, Conv2D):
         channels = op.ofm.shape[-1]
         inputs["weights"] = te.placeholder(op.weights.shape, "int8", name="weights")

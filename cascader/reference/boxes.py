@@ -28,13 +28,18 @@ def axis_read(
     pad_before: int,
     in_size: int,
     factor: int,
+    zeros: bool = False,
 ) -> AxisRead:
     """The read of outputs [out_start, out_start + out_size) of a kernel of dilated `extent`
-    over an IFM of `in_size` elements read `factor` times upscaled."""
+    over an IFM of `in_size` elements read `factor` times upscaled. With `zeros` (zeros
+    inserted after each element, a transposed convolution) a read starting on an inserted
+    zero starts at the next element, the zero read as padding, as the NPU reads it."""
     start = out_start * stride - pad_before
     end = (out_start + out_size - 1) * stride - pad_before + extent
     first = min(max(start, 0), in_size * factor)
     last = max(min(end, in_size * factor), first)
+    if zeros and first % factor and first < last:
+        first += factor - first % factor
     ifm_start, ifm_end = first // factor, -(-last // factor)
     return AxisRead(
         ifm_start=ifm_start,

@@ -31,12 +31,10 @@ def _geometry(op: Conv2D, ofm_box: Box) -> tuple[Box, AxisRead, AxisRead, int]:
     factor = 1 if op.upscale == "NONE" else 2
     k = op.kernel
     (n0, y0, x0, c0), (n, h, w, c) = ofm_box.start, ofm_box.shape
-    rows = axis_read(
-        y0, h, k.stride_h, (k.height - 1) * k.dilation_h + 1, op.padding.top, block[1], factor
-    )
-    cols = axis_read(
-        x0, w, k.stride_w, (k.width - 1) * k.dilation_w + 1, op.padding.left, block[2], factor
-    )
+    kh, kw = (k.height - 1) * k.dilation_h + 1, (k.width - 1) * k.dilation_w + 1
+    zeros = op.upscale == "ZEROS"
+    rows = axis_read(y0, h, k.stride_h, kh, op.padding.top, block[1], factor, zeros)
+    cols = axis_read(x0, w, k.stride_w, kw, op.padding.left, block[2], factor, zeros)
     multiplier = 1
     channels = (0, block[3])
     if op.kind == "depthwise_conv2d":

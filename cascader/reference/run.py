@@ -16,6 +16,7 @@ import numpy as np
 from cascader.ir.boxes import Box
 from cascader.ir.npu_ops import (
     BinaryElementwise,
+    Concatenation,
     Conv2D,
     Identity,
     NpuFunction,
@@ -60,6 +61,10 @@ def run_op(op: NpuOp, env: dict[str, np.ndarray]) -> np.ndarray:
         out = unary_elementwise(op, _read(env, op.ifm.name, op))
     elif isinstance(op, Identity):
         out = identity(op, _read(env, op.ifm.name, op), env.get(op.ofm.name))
+    elif isinstance(op, Concatenation):
+        out = None
+        for copy in op.copies:
+            out = identity(copy, _read(env, copy.ifm.name, op), out)
     else:
         raise ReferenceError(f"no reference for {type(op).__name__}")
     env[op.ofm.name] = out
@@ -79,6 +84,8 @@ def op_reads(op: NpuOp, ofm_box: Box) -> tuple[Box | None, ...]:
         return (unary_reads(op, ofm_box),)
     if isinstance(op, Identity):
         return (identity_reads(op, ofm_box),)
+    if isinstance(op, Concatenation):
+        return tuple(identity_reads(copy, ofm_box) for copy in op.copies)
     raise ReferenceError(f"no reference for {type(op).__name__}")
 
 
@@ -94,7 +101,25 @@ def run_op_box(op: NpuOp, inputs: Sequence[np.ndarray | None], ofm_box: Box) -> 
         return unary_elementwise_box(op, inputs[0], ofm_box)
     if isinstance(op, Identity):
         return identity_box(op, inputs[0], ofm_box)
+    if isinstance(op, Concatenation):
+        return _concatenation_box(op, inputs, ofm_box)
     raise ReferenceError(f"no reference for {type(op).__name__}")
+
+
+def _concatenation_box(
+    op: Concatenation, inputs: Sequence[np.ndarray | None], ofm_box: Box
+) -> np.ndarray:
+    """An OFM box of a concatenation: each copy writes the part of the box in its slice."""
+    out = np.zeros(ofm_box.shape, np.dtype(op.ofm.dtype))
+    for copy, values in zip(op.copies, inputs, strict=True):
+        slice_box = Box(copy.ofm_offset, tuple(copy.region))
+        inside = slice_box.intersect(ofm_box)
+        if inside.empty:
+            continue
+        local = Box(tuple(i - o for i, o in zip(inside.start, ofm_box.start, strict=True)),
+                    inside.shape)  # fmt: skip
+        out[local.slices()] = identity_box(copy, values, inside)
+    return out
 
 
 def run_function(

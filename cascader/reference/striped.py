@@ -22,10 +22,13 @@ import numpy as np
 from cascader.ir.boxes import Box
 from cascader.ir.layout import BRICK, AffineRead, propagate_box, stored_shape
 from cascader.ir.npu_ops import (
+    Concatenation,
     Identity,
     Layout,
+    NpuOp,
     NpuTensor,
     feature_inputs,
+    resamples,
 )
 from cascader.ir.schedule import Buffer, Copy, Schedule, Stripe
 from cascader.reference.run import op_reads, run_op_box
@@ -139,6 +142,24 @@ def _flat_indices(box: Box, shape: tuple[int, ...]) -> np.ndarray:
         index[axis] = size
         flat += (np.arange(start, start + size, dtype=np.int64) * stride).reshape(index)
     return flat
+
+
+def _written(op: NpuOp, ofm: Box, result: np.ndarray) -> list[tuple[Box, np.ndarray]]:
+    """The boxes a stripe writes, with their values: all of its output box, but for a
+    concatenation the slices its inputs' producers wrote in place, which it leaves alone."""
+    if not isinstance(op, Concatenation) or not op.in_place:
+        return [(ofm, result)]
+    pieces = []
+    for slot, copy in enumerate(op.copies):
+        inside = Box(copy.ofm_offset, tuple(copy.region)).intersect(ofm)
+        if slot in op.in_place or inside.empty:
+            continue
+        local = tuple(
+            slice(s - o, s - o + n)
+            for s, o, n in zip(inside.start, ofm.start, inside.shape, strict=True)
+        )
+        pieces.append((inside, result[local]))
+    return pieces
 
 
 class StripedExecutor:
@@ -261,10 +282,17 @@ class StripedExecutor:
         return held
 
     def _read(
-        self, where: str, index: int, shape: tuple[int, ...], box: Box, origin: tuple | None
+        self,
+        where: str,
+        index: int,
+        shape: tuple[int, ...],
+        box: Box,
+        origin: tuple | None,
+        in_part: bool = False,
     ) -> np.ndarray:
         """An absolute box of a tensor read as `shape` from buffer `index`; StripeError unless
-        every element is there."""
+        every element is there. `in_part`: the tensor lies in part of the buffer's (an input
+        written in place into a concatenation), even where it starts at its origin."""
         held = self._buffer(index)
         buffer = held.buffer
         where = (
@@ -272,7 +300,7 @@ class StripedExecutor:
             f"{'' if origin is None else f', origin {tuple(origin)}'})"
         )
         origin = origin or (0, 0, 0, 0)
-        if buffer.kind == "tensor" and any(origin):  # a part of the tensor the buffer holds
+        if buffer.kind == "tensor" and (in_part or any(origin)):  # a part of the buffer's
             box, origin, shape = _in_whole(box, origin), (0, 0, 0, 0), held.full
         try:
             if tuple(shape) == tuple(held.full):
@@ -341,7 +369,10 @@ class StripedExecutor:
             needed = view.shape == tensor.shape and read is not None and 0 not in read.shape
             if needed and not box.contains(read):
                 raise StripeError(f"{here}: needs {read}, the propagator gives only {box}")
-            values = self._read(here, index, tensor.shape, box, origin)
+            if needed and resamples(own):  # its propagator rounds half rows outwards: a
+                box = read  # stripe reads what the op reads, which its buffer holds
+            in_part = self.net.graph.parts[stripe.part].inputs[slot].id in self.net.offsets
+            values = self._read(here, index, tensor.shape, box, origin, in_part)
             if view.shape != tensor.shape:
                 inputs.append(values.reshape(view.shape)[read.slices()])
                 continue
@@ -352,15 +383,16 @@ class StripedExecutor:
             inputs.append(values[local])
         result = run_op_box(own, inputs, ofm)
         held = self._buffer(stripe.ofm_buffer)
-        origin = stripe.ofm_origin
-        if held.buffer.kind == "tensor" and any(origin):  # written in place into a part
-            ofm, origin = _in_whole(ofm, origin), (0, 0, 0, 0)
-        try:
-            held.write(ofm, origin, result.astype(held.elements.dtype, copy=False))
-        except ValueError as error:
-            raise StripeError(
-                f"{where}: writes outside buffer {stripe.ofm_buffer}: {error}"
-            ) from None
+        for box, values in _written(op, ofm, result):
+            origin = stripe.ofm_origin
+            if held.buffer.kind == "tensor" and any(origin):  # written in place into a part
+                box, origin = _in_whole(box, origin), (0, 0, 0, 0)
+            try:
+                held.write(box, origin, values.astype(held.elements.dtype, copy=False))
+            except ValueError as error:
+                raise StripeError(
+                    f"{where}: writes outside buffer {stripe.ofm_buffer}: {error}"
+                ) from None
         self.stripes_run += 1
 
     def _check_constants(self, where: str, stripe: Stripe) -> None:

@@ -16,7 +16,7 @@ from cascader.ethosu.vela_cost import fastest_block as vela_fastest_block
 from cascader.ir.boxes import Box
 from cascader.ir.errors import ScheduleError
 from cascader.ir.layout import BRICK
-from cascader.ir.npu_ops import NpuOp, feature_inputs
+from cascader.ir.npu_ops import Concatenation, NpuOp, feature_inputs
 
 
 def fastest_block(
@@ -32,6 +32,8 @@ def fastest_block(
     burst efficiency for the block, weights fetched once per block, over the area's
     bandwidth), over every block config valid for the op (ties: Vela's list order)."""
     desc = npu_op_description(op)
+    if isinstance(op, Concatenation):  # costed as one copy of the whole OFM box
+        ifms = (ofm,)
     hwc = [tuple(b.shape[1:]) for b in (ofm, *ifms)]
     ifm2 = hwc[2] if desc.ifm2_shape is not None and len(hwc) > 2 else None
     desc = replace(desc, ofm_shape=hwc[0], ifm_shape=hwc[1], ifm2_shape=ifm2)

@@ -8,10 +8,11 @@ Copies of a part's inputs into the cascade region happen at the same loop, befor
 runs, and are skipped while the buffer still holds the same box (a loop-invariant copy, e.g.
 the weights of an op striped over its height, moves once); likewise a box a buffer still holds
 is not computed again (upscaling ops, which the NPU cannot start mid-pixel, run over whole
-rows and columns, in any slice of their output channels). Beyond the original, a ROLLING
-interior tensor striped only along its height is computed row by row into a circular buffer
-of as many rows as its consumer reads per stripe (the NPU reads the wrap through its
-feature-map tiles), which is what the cascader's cost for ROLLING assumes."""
+columns, and but for transposed convolutions over whole rows, in any slice of their output
+channels). Beyond the original, a ROLLING interior tensor striped only along its height is
+computed row by row into a circular buffer of as many rows as its consumer reads per stripe
+(the NPU reads the wrap through its feature-map tiles), which is what the cascader's cost for
+ROLLING assumes."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from cascader.ir.npu_ops import (
     feature_maps,
     resamples,
     scalar_input,
+    stripes_rows,
 )
 from cascader.ir.schedule import REGION_ARENA, REGION_FAST, Buffer, Copy, Step, Stripe
 from cascader.ir.units import align
@@ -471,10 +473,13 @@ class Builder:
         for pid in reversed(plan.parts):  # consumers first
             if pid not in need:
                 continue
-            if resamples(net.ops[pid]):  # whole rows and columns, any output channels
+            if resamples(net.ops[pid]):  # whole columns (and rows), any output channels
                 n, h, w, _ = net.ops[pid].ofm.shape
                 asked = need[pid]
-                need[pid] = Box((0, 0, 0, asked.start[3]), (n, h, w, asked.shape[3]))
+                y0, rows = (
+                    (asked.start[1], asked.shape[1]) if stripes_rows(net.ops[pid]) else (0, h)
+                )
+                need[pid] = Box((0, y0, 0, asked.start[3]), (n, rows, w, asked.shape[3]))
             part = graph.parts[pid]
             computes = need[pid]
             if pid in rolling and rolled is not None:
@@ -490,6 +495,8 @@ class Builder:
             for slot, ifm_box in enumerate(boxes):
                 tensor = part.inputs[slot]
                 producer = self.produced_by.get(tensor.id)
+                if ifm_box.empty:  # a copy that writes none of the box reads nothing
+                    continue
                 if producer in inside and not scalar_input(net.ops[pid], slot):
                     need[producer] = ifm_box.union(need.get(producer))
         return need

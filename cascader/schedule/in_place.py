@@ -1,6 +1,10 @@
 """Concatenation inputs written in place: the op producing an input of a concatenation writes
 its output straight into its slice of the concatenated tensor, as Vela's scheduler has it,
-so the input takes no buffer of its own and its block copy moves nothing.
+so the input takes no buffer of its own and its block copy moves nothing. A concatenation
+along the channels is one op by then (`concatenations`), its inputs copied stripe by stripe
+so that it can cascade; which of its inputs are written in place is each schedule's choice
+(`plans.inputs_in_place`), as only its plans say whether the tensors are whole. What is
+left here are the block copies of the other concatenations.
 
 Only an input that the concatenation alone reads is written in place: one that other ops read
 too (a U-Net's skip, read by the next pooling as well) would keep the whole concatenated

@@ -14,6 +14,7 @@ from cascader.ir.errors import ScheduleError
 from cascader.ir.layout import BRICK
 from cascader.ir.npu_ops import (
     BinaryElementwise,
+    Concatenation,
     Conv2D,
     Identity,
     Layout,
@@ -23,14 +24,17 @@ from cascader.ir.npu_ops import (
     Pooling,
     Tie,
     as_feature_maps,
+    feature_inputs,
     feature_maps,
 )
 from cascader.memo import Memo
+from cascader.schedule.concatenations import join_concatenations
 from cascader.schedule.in_place import write_in_place
 from cascader.schedule.replay import PlanTrace
 
 _READ_BOXES_KEPT = 1 << 16  # (part, output box) -> input boxes per network: tens of MB
 _PLAN_RECORDS_KEPT = 4096
+_IN_PLACE_VARIANTS_KEPT = 16
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,8 @@ class Network:
         for pid in self._in_place_copies:  # the input lives in its slice of the output
             part = self.graph.parts[pid]
             found[part.inputs[0].id] = self.co_written.get(part.output.id, part.output.id)
+        for tid, holder, _ in self._in_place_inputs:
+            found[tid] = holder
         return found
 
     @cached_property
@@ -107,10 +113,45 @@ class Network:
     def offsets(self) -> dict[int, tuple[int, ...]]:
         """Tensor -> where it starts in the tensor whose buffer holds it, for a
         concatenation's input written in place (every other tensor starts at 0)."""
-        return {
+        found = {
             self.graph.parts[pid].inputs[0].id: tuple(self.ops[pid].ofm_offset)
             for pid in self._in_place_copies
         }
+        found.update({tid: offset for tid, _, offset in self._in_place_inputs})
+        return found
+
+    @cached_property
+    def _in_place_inputs(self) -> tuple[tuple[int, int, tuple[int, ...]], ...]:
+        """(input tensor, concatenated tensor, offset there) of each `Concatenation` input
+        written in place."""
+        found = []
+        for part in self.graph.parts:
+            op = self.ops[part.id]
+            if isinstance(op, Concatenation):
+                for slot in op.in_place:
+                    offset = (0, 0, 0, op.offsets[slot])
+                    found.append((part.inputs[slot].id, part.output.id, offset))
+        return tuple(found)
+
+    @cached_property
+    def _in_place_variants(self) -> Memo[frozenset[tuple[int, int]], Network]:
+        return Memo("Network.in_place_variants", _IN_PLACE_VARIANTS_KEPT)
+
+    def with_inputs_in_place(self, slots: frozenset[tuple[int, int]]) -> Network:
+        """The network whose concatenations have the inputs `slots` ((part, input slot))
+        written in place (`Concatenation.in_place`), remembered: the schedules of a sweep
+        choose few distinct sets, and each network keeps its own plan records."""
+        if not slots:
+            return self
+        found = self._in_place_variants.lookup(slots)
+        if found is None:
+            ops = list(self.ops)
+            for pid in {pid for pid, _ in slots}:
+                chosen = tuple(sorted(slot for p, slot in slots if p == pid))
+                ops[pid] = replace(ops[pid], in_place=chosen)
+            found = replace(self, ops=tuple(ops))
+            self._in_place_variants.keep(slots, found)
+        return found
 
     def origin(self, tid: int) -> tuple[int, ...]:
         """The origin of tensor `tid`'s boxes in its whole-tensor buffer: minus its offset
@@ -167,10 +208,8 @@ class Network:
         order (parts reversed)."""
         found: dict[int, NpuTensor] = {}
         for part in reversed(self.graph.parts):
-            op = self.ops[part.id]
-            for slot, tensor in enumerate(part.inputs[:2]):
-                if slot == 0 or isinstance(op, BinaryElementwise):
-                    found.setdefault(tensor.id, op.ifm2 if slot else op.ifm)
+            for tensor, read in zip(part.inputs, feature_inputs(self.ops[part.id]), strict=False):
+                found.setdefault(tensor.id, read)
         produced: dict[int, NpuTensor] = {}
         for part in self.graph.parts:
             produced.setdefault(part.output.id, self.ops[part.id].ofm)
@@ -189,7 +228,9 @@ def network(
     `cascader.frontend.passes.npu_ties`) become the network's ties. With `narrow_nhwc`, the
     int8 feature maps whose channel count is not a multiple of 16 are stored NHWC (see
     `_vela_layouts`)."""
-    functions = [write_in_place(_vela_layouts(f, narrow_nhwc)) for f in functions]
+    functions = [
+        write_in_place(join_concatenations(_vela_layouts(f, narrow_nhwc))) for f in functions
+    ]
     graph = build_cascader_graph(functions, accelerator)
     flow = list(reversed(dataflow(functions)))
     net = Network(

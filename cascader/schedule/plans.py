@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from cascader.core.part import BufferMode
@@ -17,7 +17,7 @@ from cascader.ethosu.memory import SystemMemory
 from cascader.ir.boxes import Box
 from cascader.ir.errors import ScheduleError
 from cascader.ir.layout import BRICK
-from cascader.ir.npu_ops import Identity, Layout
+from cascader.ir.npu_ops import Concatenation, Identity, Layout
 from cascader.schedule.network import Network
 
 
@@ -146,6 +146,52 @@ def plan_from_proposal_plan(net: Network, plan, memory: SystemMemory) -> Plan:
 
 def _stripe_size(config: TensorConfig) -> int:
     return math.prod(config.stripe_configs[0].shape)
+
+
+def whole_outputs(plans: Sequence[Plan]) -> set[int]:
+    """The parts whose output the plans hold whole."""
+    return {pid for plan in plans for pid, place in plan.outputs.items() if place.mode == "tensor"}
+
+
+def inputs_in_place(net: Network, whole: Collection[int], plans: Sequence[Plan] = ()) -> Network:
+    """The network with each concatenation input that its producer can write straight into
+    its slice of the concatenated tensor written there (`Concatenation.in_place`), as Vela's
+    scheduler has it: the input then takes no buffer of its own and is not copied. That
+    needs both tensors held whole (`whole`: the parts whose outputs are), which only the
+    schedule's plans say: a concatenation striped inside a cascade has no whole output to
+    write into, and an input striped inside one is never whole. Besides, only an input that
+    the concatenation alone reads (else the whole concatenated tensor would be live from its
+    producer on, where copying it late costs a fraction of that), that an NPU op computes (a
+    copy's bytes are a copy's), stored as the concatenated tensor is (bricks starting at a
+    whole brick), and that no plan in `plans` copies into the cascade area first."""
+    graph = net.graph
+    producer = {p.output.id: p.id for p in graph.parts}
+    outputs = {t.id for t in graph.output_tensors}
+    copied = {key for plan in plans for key, place in plan.placements.items() if place.copy}
+    chosen = set()
+    for part in graph.parts:
+        op = net.ops[part.id]
+        if not isinstance(op, Concatenation) or part.id not in whole:
+            continue
+        for slot, (tensor, copy) in enumerate(zip(part.inputs, op.copies, strict=True)):
+            made_by = producer.get(tensor.id)
+            if made_by is None or made_by not in whole or (part.id, slot) in copied:
+                continue
+            written = net.ops[made_by].ofm
+            if (
+                isinstance(net.ops[made_by], Identity | Concatenation)
+                or net.function_of[made_by] != net.function_of[part.id]
+                or len(tensor.consumers) != 1
+                or sum(t.id == tensor.id for t in part.inputs) != 1
+                or tensor.id in outputs
+                or tensor.id in net.aliases
+                or copy.operator != "COPY"
+                or (written.dtype, written.layout) != (op.ofm.dtype, op.ofm.layout)
+                or (op.ofm.layout == Layout.NHCWB16 and op.offsets[slot] % BRICK)
+            ):
+                continue
+            chosen.add((part.id, slot))
+    return net.with_inputs_in_place(frozenset(chosen))
 
 
 def agreed_homes(

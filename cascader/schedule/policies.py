@@ -21,8 +21,10 @@ from cascader.schedule.plans import (
     Placement,
     Plan,
     agreed_homes,
+    inputs_in_place,
     plan_from_proposal_plan,
     plan_order,
+    whole_outputs,
 )
 from cascader.schedule.prebuffering import prebuffer
 from cascader.schedule.replay import EncodedSize
@@ -127,7 +129,9 @@ def plans_schedule(
     check: bool = True,
     blocks: str = "fastest",
 ) -> Schedule:
-    """`proposal_schedule` of the proposal whose `proposal_plans` are `plans`."""
+    """`proposal_schedule` of the proposal whose `proposal_plans` are `plans`, its
+    concatenation inputs written in place where the plans hold them whole."""
+    net = inputs_in_place(net, whole_outputs(plans), plans)
     builder = Builder(net, memory, encoded_size, blocks)
     builder.homes = agreed_homes(net, plans, builder.root, builder.io)
     plans = [builder.placed(plan) for plan in plans]
@@ -235,6 +239,7 @@ def layer_plans_schedule(
     blocks: str = "fastest",
 ) -> Schedule:
     """`layer_by_layer_schedule` of the `layer_plans` `plans`."""
+    net = inputs_in_place(net, whole_outputs(plans), plans)
     builder = Builder(net, memory, encoded_size, blocks)
     for index, plan in enumerate(plans):
         builder.run_plan(plan, index)
@@ -255,6 +260,8 @@ def layer_plans(
         raise ValueError(f"feature maps go in the io or cascade area, not {feature_maps!r}")
     area = memory.cascade_area if feature_maps == "cascade" else memory.io_area
     io = graph_io(graph)
+    # every op whole: the concatenation inputs its schedule writes in place share buffers
+    net = inputs_in_place(net, [p.id for p in graph.parts if not p.in_line])
 
     def home_of(tid: int) -> str:
         return memory.io_area if net.buffer_root(tid) in io else area

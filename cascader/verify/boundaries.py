@@ -20,7 +20,7 @@ import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.interpreter import Interpreter
 
-from cascader.ir.npu_ops import BinaryElementwise, NpuFunction, NpuTensor
+from cascader.ir.npu_ops import NpuFunction, NpuTensor, feature_inputs
 from cascader.reference.run import ReferenceError, run_function
 from cascader.verify.litert import KERNELS, random_inputs
 from cascader.verify.submodel import reduced_model
@@ -48,8 +48,7 @@ def _function_tensors(function: NpuFunction) -> dict[str, NpuTensor]:
     """The NpuTensor each input and output name of the function is read or written as."""
     found: dict[str, NpuTensor] = {}
     for op in function.ops:
-        slots = [op.ifm, op.ifm2] if isinstance(op, BinaryElementwise) else [op.ifm]
-        for tensor in slots:
+        for tensor in feature_inputs(op):
             if tensor.name in function.inputs:
                 found.setdefault(tensor.name, tensor)
         if op.ofm.name in function.outputs:

@@ -31,6 +31,7 @@ from cascader.frontend.tflite_import import load_tflite
 from cascader.ir.layout import stored_shape
 from cascader.ir.npu_ops import (
     Activation,
+    Concatenation,
     Conv2D,
     Kernel,
     Layout,
@@ -41,6 +42,7 @@ from cascader.ir.npu_ops import (
     feature_map,
 )
 from cascader.lowering.te import te_compute
+from cascader.reference.run import run_op
 from cascader.testing.shared import shared_dir
 from dse.cli import main as dse_main
 
@@ -321,6 +323,37 @@ def test_conv_te_computes_the_quantised_convolution():
     nhwc = got.transpose(0, 1, 3, 2, 4).reshape(1, 4, 3, 32)[..., :20]
     assert np.array_equal(nhwc[0], want)
     assert got.shape == stored_shape(ofm)
+
+
+def test_concatenation_te_computes_what_the_reference_does():
+    """Three inputs into their channel slices of an NHCWB16 output: one NHWC, one NHCWB16, one
+    requantized (twice its scale); the TE equals the reference's block copies."""
+    rng = np.random.default_rng(1)
+    ofm = NpuTensor("y", (1, 5, 4, 40), Quant(0.1, 2), layout=Layout.NHCWB16)
+    ifms = (
+        NpuTensor("a", (1, 5, 4, 8), Quant(0.1, 2)),
+        NpuTensor("b", (1, 5, 4, 16), Quant(0.1, 2), layout=Layout.NHCWB16),
+        NpuTensor("c", (1, 5, 4, 16), Quant(0.2, -3), layout=Layout.NHCWB16),
+    )
+    op = Concatenation("y", ifms, ofm, (0, 8, 24))
+    values = {t.name: rng.integers(-128, 128, t.shape, dtype=np.int8) for t in ifms}
+    stored = {
+        role: _stored(values[t.name], t)
+        for role, t in zip(("ifm", "ifm2", "ifm3"), ifms, strict=True)
+    }
+    got = _run_te(op, stored)
+    want = run_op(op, dict(values))
+    assert np.array_equal(got.transpose(0, 1, 3, 2, 4).reshape(1, 5, 4, 48)[..., :40], want)
+
+
+def _stored(values: np.ndarray, tensor: NpuTensor) -> np.ndarray:
+    """NHWC values in the tensor's stored layout (NHCWB16 bricks zero-padded)."""
+    if tensor.layout != Layout.NHCWB16:
+        return values
+    n, h, w, c = values.shape
+    padded = np.zeros((n, h, w, stored_shape(tensor)[2] * 16), values.dtype)
+    padded[..., :c] = values
+    return padded.reshape(n, h, w, -1, 16).transpose(0, 1, 3, 2, 4).copy()
 
 
 def test_every_op_of_a_model_has_a_te_compute():

@@ -15,7 +15,14 @@ from sessions import prepared_model
 from cascader.ethosu.propagation import reads_through_view
 from cascader.ir.boxes import Box
 from cascader.ir.layout import propagate_box
-from cascader.ir.npu_ops import BinaryElementwise, Conv2D, NpuOp, Pooling, UnaryElementwise
+from cascader.ir.npu_ops import (
+    BinaryElementwise,
+    Conv2D,
+    NpuOp,
+    Pooling,
+    UnaryElementwise,
+    feature_inputs,
+)
 from cascader.pipeline import PreparedModel
 from cascader.reference.run import op_reads
 from cascader.testing.networks import CATALOGUE, single_op_model
@@ -89,7 +96,7 @@ def _check(name: str) -> int:
     checked = 0
     for part in net.graph.parts:
         op = net.ops[part.id]
-        inputs = (op.ifm, op.ifm2) if isinstance(op, BinaryElementwise) else (op.ifm,)
+        inputs = feature_inputs(op)
         viewed = any(reads_through_view(op, t) for t in inputs)
         for stripe in _stripes(op.ofm.shape):
             reads = (None,) * len(inputs) if viewed else op_reads(op, stripe)
