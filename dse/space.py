@@ -260,7 +260,10 @@ class SearchSpace:
         """The option sets seeds cycle through (pool size 0), in order of use: the cascader's
         defaults and the cascader copying every constant it can into SRAM (the fast end of
         a front); for models also no cascader (Vela's own kind of schedule), then the
-        Vela-like cost model with its defaults, copying everything and copying nothing;
+        Vela-like cost model with its defaults, copying everything and copying nothing, in
+        plans of up to the largest plan size (its delay lines and pads let a cascade span a
+        residual block and the strided block after it, which takes more than the default
+        ten parts on ResNet-50);
         then the smallest schedules (the low end of a front), ranked by each cost model (on
         mobilenet_v1_100_224, U55, the `vela` model's staircase from the same 287.8 KiB floor
         reaches 10.8 M cycles at 318.8 KiB, where the original's takes 37 M), for models the
@@ -278,7 +281,8 @@ class SearchSpace:
         if not self.cascader_optional:
             return [DesignPoint(0), DesignPoint(0, always_copy_size=copy_all), SMALLEST,
                     DesignPoint(0, always_copy_size=0)]  # fmt: skip
-        vela = [DesignPoint(0, cost_model="vela", always_copy_size=size)
+        vela = [DesignPoint(0, cost_model="vela", always_copy_size=size,
+                            max_plan_size=MAX_PLAN_SIZES[-1])
                 for size in (DesignPoint.always_copy_size, copy_all, 0)]  # fmt: skip
         return [DesignPoint(0), DesignPoint(0, always_copy_size=copy_all),
                 DesignPoint(0, enable_cascader=False), *vela, SMALLEST,
