@@ -107,11 +107,12 @@ class Session:
         self.prepared = prepared or prepare_model(self.model_bytes, device.accelerator)
         self.scheduler = self.prepared.scheduler
         self._layouts: dict[bool, PreparedModel] = {self.prepared.narrow_nhwc: self.prepared}
-        # A schedule's (SRAM bytes, PerfReport) by its layout of narrow feature maps and its
-        # `ScheduleKey` (both layouts' networks have the same parts): many pools choose the
-        # same proposal, option sets make the same plans, and scoring is most of a point's
-        # time.
-        self.scores: Memo[tuple[bool, ScheduleKey], tuple[int, PerfReport]] = Memo(
+        # A schedule's (SRAM bytes, PerfReport) by its layout of narrow feature maps, its
+        # `ScheduleKey` (both layouts' networks have the same parts) and whether the pool took
+        # its fallback (a pool under a prebuffered schedule's SRAM runs the fallback's steps):
+        # many pools choose the same proposal, option sets make the same plans, and scoring
+        # is most of a point's time.
+        self.scores: Memo[tuple[bool, ScheduleKey, bool | None], tuple[int, PerfReport]] = Memo(
             "Session.scores", 1024
         )
 
@@ -203,8 +204,9 @@ class Session:
             content = scheduler.schedule_key(memory, chosen, key)
         else:
             content = scheduler.layer_key(memory, buffer_weights=config.buffer_weights)
-        if not command_streams:
-            scored = self.scores.lookup((config.narrow_nhwc, content))
+        fallback = scheduler.takes_fallback(content, memory.sram_bytes)
+        if not command_streams and fallback is not None:
+            scored = self.scores.lookup((config.narrow_nhwc, content, fallback))
         if scored is None:
             point = (
                 scheduler.chosen_point(memory, chosen, key)
@@ -217,7 +219,8 @@ class Session:
             else:
                 ops = scored_ops(point.schedule, memory.accelerator)
             scored = (point.schedule.sram_bytes, evaluate(ops, memory))
-            self.scores.keep((config.narrow_nhwc, content), scored)
+            fallback = scheduler.takes_fallback(content, memory.sram_bytes)
+            self.scores.keep((config.narrow_nhwc, content, fallback), scored)
         sram_used, report = scored
         model = (self.model_name, self.prepared.sha256, self.prepared.host_ops)
         estimate = Estimate.of_report(

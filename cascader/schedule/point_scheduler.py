@@ -84,7 +84,7 @@ class PointScheduler:
         self.cascades: Memo[tuple, CascadeResult] = Memo("PointScheduler.cascades", 64)
         self.keys: Memo[ProposalKey, ScheduleKey] = Memo("PointScheduler.keys", 4096)
         self.schedules: Memo[ScheduleKey, Schedule] = Memo("PointScheduler.schedules", 8)
-        self.needs: Memo[ScheduleKey, int] = Memo("PointScheduler.needs", 4096)
+        self.needs: Memo[ScheduleKey, tuple[int, int]] = Memo("PointScheduler.needs", 4096)
         self.layers: Memo[tuple, tuple[ScheduleKey, list]] = Memo("PointScheduler.layers", 4)
 
     def cascade_key(self, memory: SystemMemory, options: CascaderOptions, region: int) -> tuple:
@@ -135,14 +135,24 @@ class PointScheduler:
 
     def _keep(self, content: ScheduleKey, schedule: Schedule) -> None:
         self.schedules.keep(content, schedule)
-        self.needs.keep(content, schedule.least_sram_bytes)
+        self.needs.keep(content, (schedule.least_sram_bytes, schedule.sram_bytes))
 
     def need(self, memory: SystemMemory, result: CascadeResult, key: ProposalKey) -> int:
         """The SRAM bytes the schedule of the proposal `key` names really takes."""
         found = self.needs.lookup(self.schedule_key(memory, result, key))
         if found is None:
-            found = self.proposal_schedule(memory, result, key).least_sram_bytes
-        return found
+            return self.proposal_schedule(memory, result, key).least_sram_bytes
+        return found[0]
+
+    def takes_fallback(self, content: ScheduleKey, pool: int) -> bool | None:
+        """Whether a pool of `pool` bytes gets the fallback of the schedule `content` names
+        (see `_for`): its steps, SRAM and cycles are another schedule's. None when that
+        schedule's sizes are not known (not built, or forgotten)."""
+        found = self.needs.lookup(content)
+        if found is None:
+            return None
+        least, own = found
+        return least < own and own > pool
 
     def layer_key(
         self, memory: SystemMemory, feature_maps: str = "io", buffer_weights: bool = True

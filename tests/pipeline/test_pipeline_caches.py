@@ -63,6 +63,23 @@ def test_a_score_reused_for_another_pool_is_that_pools_score() -> None:
         assert found.to_json() == result.to_json()
 
 
+@pytest.mark.caches
+def test_a_pool_under_a_prebuffered_schedule_gets_its_fallbacks_score() -> None:
+    """A schedule whose first weight copies run under the plan before keeps a smaller fallback
+    for pools it does not fit; such a pool is scored as the fallback even after the schedule
+    itself was scored at a larger pool (a step down from a front point finds the fallback)."""
+    options = CascaderOptions(enable_striping=True)
+    region = 4 << 20
+    session = Session(EXAMPLE, Device(*U55))
+    for pool in range(64 * 1024, 256 * 1024, 8 * 1024):
+        session.score(PointConfig(pool, options, region))
+    own = min(own for least, own in session.scheduler.needs.values() if least < own)
+    assert session.score(PointConfig(own, options, region)).sram_used_bytes == own
+    warm = session.score(PointConfig(own - 16, options, region))
+    cold = Session(EXAMPLE, Device(*U55)).score(PointConfig(own - 16, options, region))
+    assert warm.fits and warm.to_json() == cold.to_json()
+
+
 def test_a_model_file_is_validated_as_it_is_read(tmp_path: Path) -> None:
     model = tmp_path / "model.tflite"
     shutil.copyfile(EXAMPLE, model)
