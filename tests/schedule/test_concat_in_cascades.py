@@ -13,10 +13,9 @@ from functools import cache
 
 import numpy as np
 import pytest
-from proofs import proven
+from proofs import proven, small_options
 from sessions import session
 
-from cascader.core.options import CascaderOptions
 from cascader.core.tensor_config import TensorConfigState
 from cascader.estimate import PointConfig
 from cascader.ir.boxes import Box
@@ -43,16 +42,6 @@ def _decoder_net() -> bytes:
     x = b.conv2d(x, 16, kernel=3, activation="RELU")
     b.output(b.conv2d(x, 8, kernel=3, stride=2, activation="RELU"))
     return b.build()
-
-
-def _options(cost_model: str, two_d: bool) -> CascaderOptions:
-    return CascaderOptions(
-        enable_striping=True,
-        enable_multi_dimensional_striping=two_d,
-        stripe_factors=2 if two_d else 5,
-        cost_model=cost_model,
-        always_copy_size=0,
-    )
 
 
 def _concatenations(found) -> list[int]:
@@ -121,7 +110,7 @@ def test_concatenations_and_transposed_convolutions_inside_cascades_are_bit_exac
     system: tuple, cost_model: str, two_d: bool
 ) -> None:
     found = session(_decoder_net(), *system)
-    config = PointConfig(POOL, _options(cost_model, two_d), proposal_region_bytes=1 << 20)
+    config = PointConfig(POOL, small_options(cost_model, two_d), proposal_region_bytes=1 << 20)
     assert _cascaded_concatenations(found, config) == 1
     stripes = _transposed_row_stripes(found, config)
     width = stripes[0].shape[2]
@@ -133,6 +122,6 @@ def test_concatenations_and_transposed_convolutions_inside_cascades_are_bit_exac
 @pytest.mark.parametrize("system", [U55, U65], ids=["u55", "u65"])
 def test_unet_decoders_cascade_through_their_concatenations(system: tuple) -> None:
     found = session(unet(size=32).build(), *system)
-    config = PointConfig(16384, _options("vela", False), proposal_region_bytes=1 << 22)
+    config = PointConfig(16384, small_options("vela", False), proposal_region_bytes=1 << 22)
     assert _cascaded_concatenations(found, config) >= 2
     _within_an_lsb_of_litert(proven(found, config, SAMPLES))

@@ -11,10 +11,9 @@ import contextlib
 import io
 
 import pytest
-from proofs import proven
+from proofs import proven, small_options
 from sessions import session
 
-from cascader.core.options import CascaderOptions
 from cascader.core.part import BufferMode
 from cascader.core.plan_context import PlanContext
 from cascader.core.plan_generation import covers, generate_graph_plans
@@ -48,16 +47,6 @@ def _residual_net() -> bytes:
     return b.build()
 
 
-def _options(cost_model: str, two_d: bool) -> CascaderOptions:
-    return CascaderOptions(
-        enable_striping=True,
-        enable_multi_dimensional_striping=two_d,
-        stripe_factors=2 if two_d else 5,
-        cost_model=cost_model,
-        always_copy_size=0,
-    )
-
-
 def _delay_lines(found, config: PointConfig) -> int:
     """How many tensors read by several parts the chosen proposal keeps inside a plan."""
     with contextlib.redirect_stdout(io.StringIO()):
@@ -78,7 +67,7 @@ def _delay_lines(found, config: PointConfig) -> int:
 @pytest.mark.parametrize("two_d", [False, True], ids=["rows", "tiles"])
 def test_skips_held_as_delay_lines_are_bit_exact(system: tuple, two_d: bool) -> None:
     found = session(_residual_net(), *system)
-    config = PointConfig(POOL, _options("vela", two_d), proposal_region_bytes=1 << 20)
+    config = PointConfig(POOL, small_options("vela", two_d), proposal_region_bytes=1 << 20)
     assert _delay_lines(found, config) >= 1
     with contextlib.redirect_stdout(io.StringIO()):
         estimate = found.score(config)
@@ -91,7 +80,7 @@ def test_the_original_model_keeps_skips_whole() -> None:
     """The "tvm" cost model is TVM v0.18's algorithm: a tensor two parts read is never a
     plan's interior (its goldens stay bit-exact)."""
     found = session(_residual_net(), *U55)
-    config = PointConfig(POOL, _options("tvm", False), proposal_region_bytes=1 << 20)
+    config = PointConfig(POOL, small_options("tvm", False), proposal_region_bytes=1 << 20)
     assert _delay_lines(found, config) == 0
 
 
@@ -106,7 +95,7 @@ def test_a_plan_holding_two_readers_of_a_whole_skip_counts_it_once() -> None:
     found = session(_residual_net(), *U55)
     graph = found.prepared.network.graph
     memory = system_memory(*U55, 1 << 20, None)
-    document = graph_document(graph, memory, _options("vela", False))
+    document = graph_document(graph, memory, small_options("vela", False))
     plans = generate_graph_plans(
         PlanContext(graph, document.regions, document.home_map, document.options)
     )
