@@ -75,7 +75,9 @@ def window_axis(start: int, size: int, stride: int, kernel: int, pad: int, exten
     return max(lo, 0), min(hi, extent), max(-lo, 0), max(hi - extent, 0)
 
 
-def zeros_upscaled_rows(start: int, size: int, kernel: int, pad: int, extent: int):
+def zeros_upscaled_rows(
+    start: int, size: int, kernel: int, pad: int, extent: int
+) -> tuple[int, int, int, int]:
     """IFM rows [lo, hi) a stride-1 window of dilated height `kernel` reads for outputs
     [start, start + size) over an IFM of `extent` rows read upscaled with zeros inserted
     after each row, and the padding before/after them. A window starting on an inserted row
