@@ -9,6 +9,13 @@ file it wrote. The table gives both, their ratio, and the timed run's split: the
 engine's busy cycles, the DMA engine's, and the cycles the kernel engine is idle (DMA the
 stream's waits expose).
 
+Each core's rows cost the kernel commands with that core's own per-operation numbers: the
+legacy core's with the legacy formulas (`cascader.timing.op_cost`), the C++ core's with
+regor's per-layer report (`cascader.timing.regor_layers`), from the same compile run in
+process (`compile_model`, whose file must be the `vela` command's byte for byte). Where
+regor's layers do not map onto the file, the row takes the legacy formulas, is marked
+"C++ (legacy formulas)" and says why on stderr.
+
 With `--ours`, the same for this project's own `_dse.tflite` at a few SRAM pools (the
 design point's default options): our estimate (`Session.compile`'s) against the timed cycles
 of the file `dse compile` would write.
@@ -52,10 +59,11 @@ from cascader.artifact.firmware_tflite import model_for_firmware
 from cascader.estimate import Device, PointConfig
 from cascader.ethosu.defaults import POINT_OPTIONS
 from cascader.ethosu.vela_arch import DEFAULT_VELA_INI
+from cascader.ethosu.vela_compiler import VelaOptions, compile_model
 from cascader.pipeline import Session
 from cascader.testing.networks import CATALOGUE, COMPOSITIONS
 from cascader.testing.shared import shared_dir
-from cascader.timing import TimedStream, time_model
+from cascader.timing import LayerCycles, TimedStream, time_model
 from dse.cli import main as dse_main
 from dse.space import DesignPoint
 
@@ -102,11 +110,25 @@ def vela_estimate_and_file(model: Path, accelerator: str, core: str, out: Path) 
     return estimate, (out / f"{model.stem}_vela.tflite").read_bytes()
 
 
+def regor_layers(model: Path, accelerator: str, compiled: bytes) -> LayerCycles | str:
+    """regor's per-layer report of the `vela` command's C++ compile, from the same compile
+    run in process; or why not (its file is not the command's)."""
+    found = compile_model(model, VelaOptions(accelerator, *SYSTEMS[accelerator]))
+    if found.tflite != compiled:
+        return "the in-process compile wrote other bytes than the vela command"
+    return LayerCycles.of(found)
+
+
 def measure(model: Path, name: str, accelerator: str, core: str) -> tuple[Row, TimedStream]:
     config, mode = SYSTEMS[accelerator]
     with tempfile.TemporaryDirectory() as tmp:
         estimate, compiled = vela_estimate_and_file(model, accelerator, core, Path(tmp))
-    timed = time_model(compiled, config, mode)
+    layers = regor_layers(model, accelerator, compiled) if core == "C++" else None
+    timed = time_model(compiled, config, mode, layers=None if isinstance(layers, str) else layers)
+    refusal = layers if isinstance(layers, str) else timed.refusal
+    if refusal is not None:
+        print(f"{name} {accelerator} {core}: legacy formulas, {refusal}", file=sys.stderr)
+        core = f"{core} (legacy formulas)"
     row = Row(name, accelerator, core, estimate, timed.cycles, timed.busy(True),
               timed.busy(False))  # fmt: skip
     return row, timed

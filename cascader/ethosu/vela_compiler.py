@@ -27,6 +27,7 @@ __all__ = [
     "ALLOCATORS",
     "FEATURES",
     "OPTIMISE",
+    "VelaCommand",
     "VelaCompiled",
     "VelaError",
     "VelaLayer",
@@ -126,13 +127,28 @@ class VelaOptions:
 class VelaLayer(NamedTuple):
     """One NPU operation of Vela's per-layer report (what `vela --verbose-performance`
     prints): the TFLite operator it comes from (its index in subgraph 0; a decomposed softmax
-    gives several), regor's name for the operation, its cycles and MACs."""
+    gives several), regor's name for the operation, its cycles and MACs. `cycles` is regor's
+    whole operation: the longest of `npu_cycles` and each memory's access cycles, where
+    `npu_cycles` is the compute plus the weight (and LUT) transfer regor does not hide under
+    the operation before."""
 
     tflite_index: int
     operator: str
     cycles: int
     npu_cycles: int
     macs: int
+
+
+class VelaCommand(NamedTuple):
+    """A command of the _vela.tflite that regor's queue table ties to a layer: the command
+    stream (its place among the file's `ethos-u` operators' streams, in order), the command's
+    byte offset in it, and the layer it starts (an index into `VelaCompiled.layers`). regor
+    records the first command each of its operations emits; the commands after it, up to the
+    next one recorded, are that operation's too (a transpose emits one per slice)."""
+
+    stream: int
+    offset: int
+    layer: int
 
 
 @dataclass(frozen=True)
@@ -150,6 +166,7 @@ class VelaCompiled:
     npu_ops: int  # operators running on the NPU
     cpu_ops: int  # operators left to the CPU (TFLite Micro)
     layers: tuple[VelaLayer, ...] = ()  # in Vela's order; their cycles sum to total_cycles
+    commands: tuple[VelaCommand, ...] = ()  # regor's queue table, in stream and offset order
 
 
 def compile_model(model: str | Path | bytes, options: VelaOptions) -> VelaCompiled:
@@ -257,6 +274,7 @@ def _compiled(compiled: regor.CompiledTFLiteModel, arch: ArchitectureFeatures) -
         # Constants kept in the SRAM itself (Sram_Only: Vela's on-chip-flash alias) count in
         # regor's SRAM peak; Vela's summary reports them apart, as on-chip flash.
         sram_used -= int(report.readOnlyPeakUsage)
+    layers, commands = _report(compiled.opt_database)
     return VelaCompiled(
         tflite=bytes(compiled.model),
         total_cycles=int(report.totalCycles),
@@ -267,26 +285,52 @@ def _compiled(compiled: regor.CompiledTFLiteModel, arch: ArchitectureFeatures) -
         macs=int(report.macCount),
         npu_ops=int(report.npuOps),
         cpu_ops=int(report.cpuOps),
-        layers=_layers(compiled.opt_database),
+        layers=layers,
+        commands=commands,
     )
 
 
-def _layers(database: regor.Database) -> tuple[VelaLayer, ...]:
-    """Vela's per-layer report from regor's tables: each "perf" row is an NPU operation of a
-    "source" operator, whose `ext_key` is its TFLite operator index. Rows of neither cycles
-    nor MACs (activations fused into the operation before) are left out."""
+def _report(database: regor.Database) -> tuple[tuple[VelaLayer, ...], tuple[VelaCommand, ...]]:
+    """Vela's per-layer report from regor's tables (`layers`), and the commands its queue
+    table ties to them (`commands`). Each "perf" row is an NPU operation of a "source"
+    operator, whose `ext_key` is its TFLite operator index; rows of neither cycles, MACs nor
+    commands of their own (activations fused into the operation before) are left out. A
+    queued operation whose source regor does not name leaves `commands` empty: which layer
+    those commands are would be a guess."""
     if "perf" not in database.tables or "source" not in database.tables:
-        return ()
+        return (), ()
     source = database.tables["source"]
     index_of = {row[source.header.index("id")]: int(row[source.header.index("ext_key")])
                 for row in source.data}  # fmt: skip
+    queued = _queue(database)
+    with_commands = {operation for _, _, operation in queued}
     perf = database.tables["perf"]
-    names = ("source_id", "operator", "op_cycles", "npu_cycles", "mac_count")
+    names = ("id", "source_id", "operator", "op_cycles", "npu_cycles", "mac_count")
     column = {name: perf.header.index(name) for name in names}
-    layers = []
+    layers: list[VelaLayer] = []
+    layer_of: dict[str, int] = {}
     for row in perf.data:
         cycles, macs = int(row[column["op_cycles"]]), int(row[column["mac_count"]])
-        if (cycles or macs) and row[column["source_id"]] in index_of:
+        own = cycles or macs or row[column["id"]] in with_commands
+        if own and row[column["source_id"]] in index_of:
+            layer_of[row[column["id"]]] = len(layers)
             layers.append(VelaLayer(index_of[row[column["source_id"]]], row[column["operator"]],
                                     cycles, int(row[column["npu_cycles"]]), macs))  # fmt: skip
-    return tuple(layers)
+    if not with_commands <= layer_of.keys():
+        return tuple(layers), ()
+    commands = sorted(VelaCommand(stream, offset, layer_of[operation])
+                      for stream, offset, operation in queued)  # fmt: skip
+    return tuple(layers), tuple(commands)
+
+
+def _queue(database: regor.Database) -> list[tuple[int, int, str]]:
+    """regor's queue table: (command stream, byte offset, scheduled operation id) of each
+    command it recorded, the streams numbered 0.. in the order of regor's ids (the order of
+    the file's `ethos-u` operators)."""
+    if "queue" not in database.tables:
+        return []
+    queue = database.tables["queue"]
+    column = {name: queue.header.index(name) for name in ("offset", "cmdstream_id", "scheduled_id")}
+    streams = sorted({int(row[column["cmdstream_id"]]) for row in queue.data})
+    return [(streams.index(int(row[column["cmdstream_id"]])), int(row[column["offset"]]),
+             row[column["scheduled_id"]]) for row in queue.data]  # fmt: skip

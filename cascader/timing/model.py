@@ -4,7 +4,7 @@ input, timed one after another on a system from vela.ini."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import tflite
@@ -12,7 +12,14 @@ import tflite
 from cascader.ethosu.defaults import system_defaults
 from cascader.ethosu.vela_arch import DEFAULT_VELA_INI
 from cascader.simulator.payload import parse_payload
-from cascader.timing.timeline import TimedStream, TimingError, time_payload
+from cascader.timing.regor_layers import LayerCycles, LayersRefused, layer_kernel_cycles
+from cascader.timing.timeline import (
+    CostedStream,
+    TimedStream,
+    TimingError,
+    payload_streams,
+    run_stream,
+)
 
 __all__ = ["ethos_u_payloads", "time_model"]
 
@@ -46,19 +53,30 @@ def time_model(
     system_config: str | None = None,
     memory_mode: str | None = None,
     config_path: Path = DEFAULT_VELA_INI,
+    layers: LayerCycles | None = None,
 ) -> TimedStream:
     """The timed cycles of every `ethos-u` operator's streams, one after another, on the
     accelerator the payloads name (the family's default system config and memory mode when
     not given). Host operators between them are not timed; job times count from the first
-    operator's start."""
-    total = TimedStream()
+    operator's start. With `layers` (regor's report of the compile that wrote `raw`) the
+    kernel jobs take regor's per-layer cycles (`regor_layers`); where those do not map onto
+    the file's commands the legacy formulas stay and the result says why (`refusal`)."""
+    streams: list[tuple[str, CostedStream]] = []
     for payload in ethos_u_payloads(raw):
         accelerator = parse_payload(payload).accelerator
         if accelerator is None:
             raise TimingError("an ethos-u operator's payload names no Ethos-U55/U65 accelerator")
         config, mode = system_defaults(accelerator, system_config, memory_mode)
-        timed = time_payload(payload, (accelerator, config, mode, config_path))
-        shift = total.cycles
-        total.jobs += [replace(j, start=j.start + shift, end=j.end + shift) for j in timed.jobs]
-        total.cycles += timed.cycles
+        found, costed = payload_streams(payload, (accelerator, config, mode, config_path))
+        streams += [(found, stream) for stream in costed]
+    total = TimedStream()
+    kernel_cycles: Sequence[Mapping[int, float] | None] = [None] * len(streams)
+    if layers is not None:
+        try:
+            kernel_cycles = layer_kernel_cycles(layers, [s for _, s in streams])
+            total.per_op = "regor"
+        except LayersRefused as refused:
+            total.refusal = str(refused)
+    for (accelerator, stream), cycles in zip(streams, kernel_cycles, strict=True):
+        run_stream(stream, accelerator, total, cycles)
     return total

@@ -15,8 +15,10 @@ the engines share a memory's bandwidth: each job takes its own cost, as in Vela'
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 from ethosu.vela.ethos_u55_regs.ethos_u55_regs import cmd0
 
 from cascader.ethosu.vela_arch import vela_ini
@@ -27,7 +29,16 @@ from cascader.simulator.payload import parse_payload
 from cascader.simulator.registers import RegisterFile
 from cascader.timing.op_cost import KernelCost, SystemAreas, dma_cycles, kernel_cost
 
-__all__ = ["TimedJob", "TimedStream", "TimingError", "time_payload"]
+__all__ = [
+    "CostedStream",
+    "TimedJob",
+    "TimedStream",
+    "TimingError",
+    "cost_stream",
+    "payload_streams",
+    "run_stream",
+    "time_payload",
+]
 
 _KERNEL_OPS = {
     cmd0.NPU_OP_CONV.value,
@@ -57,10 +68,15 @@ class TimedJob:
 
 @dataclass
 class TimedStream:
-    """The cycles of a payload's streams run one after another, and every job's times."""
+    """The cycles of a payload's streams run one after another, and every job's times.
+    `per_op` says whose per-operation cycles the kernel jobs took: "legacy" (Vela's Python
+    formulas, each command's own) or "regor" (the C++ core's per-layer report, spread over
+    each layer's commands); `refusal` why regor's were asked for but not taken."""
 
     cycles: float = 0.0
     jobs: list[TimedJob] = field(default_factory=list)
+    per_op: str = "legacy"
+    refusal: str | None = None
 
     def busy(self, kernels: bool) -> float:
         """Cycles the kernel (or the DMA) engine is busy."""
@@ -92,54 +108,86 @@ class _Queue:
         return now
 
 
-class _CommandProcessor:
-    """Reads one stream's commands in order, issuing jobs to the two engines."""
+@dataclass(frozen=True)
+class CostedStream:
+    """One command stream's operations in order (up to NPU_OP_STOP) and what each job costs
+    by its byte offset: a kernel operation's `KernelCost`, a DMA's cycles. Costing reads the
+    registers as the stream sets them; running the stream then needs only these."""
 
-    def __init__(self, areas: SystemAreas, accelerator: str, start: float, out: TimedStream):
-        config = accelerator_config(accelerator)
-        self.areas, self.cores, self.out = areas, config.cores, out
-        self.regs = RegisterFile()
-        self.kernels, self.dmas = _Queue(config.kernel_queue), _Queue(config.dma_queue)
-        self.now = self.kernels.free_at = self.dmas.free_at = start
+    operations: list[Command]
+    kernels: dict[int, KernelCost]
+    dmas: dict[int, float]
 
-    def run(self, commands: list[Command]) -> float:
-        """When the last job of the stream ends."""
-        for command in commands:
-            if command.is_cmd1 or command.code >= _FIRST_REGISTER:
-                self.regs.set(command)
-                continue
-            if command.code == cmd0.NPU_OP_STOP.value:
-                break
-            try:
-                self._operation(command)
-            except Unsupported as error:
-                raise TimingError(f"{command.name} at {command.offset:#06x}: {error}") from None
-        return max(self.now, self.kernels.free_at, self.dmas.free_at)
 
-    def _operation(self, command: Command) -> None:
-        code, param = command.code, command.param
+def cost_stream(words: np.ndarray, areas: SystemAreas, cores: int) -> CostedStream:
+    """Cost every job of one command stream (its 32-bit words) from its registers."""
+    commands, _ = decode_commands(words)
+    regs = RegisterFile()
+    out = CostedStream([], {}, {})
+    for command in commands:
+        if command.is_cmd1 or command.code >= _FIRST_REGISTER:
+            regs.set(command)
+            continue
+        if command.code == cmd0.NPU_OP_STOP.value:
+            break
+        out.operations.append(command)
+        try:
+            if command.code in _KERNEL_OPS:
+                out.kernels[command.offset] = kernel_cost(
+                    regs, command.code, command.param, areas, cores
+                )
+            elif command.code == cmd0.NPU_OP_DMA_START.value:
+                out.dmas[command.offset] = dma_cycles(regs, areas)
+        except Unsupported as error:
+            raise TimingError(f"{command.name} at {command.offset:#06x}: {error}") from None
+    return out
+
+
+def run_stream(
+    stream: CostedStream,
+    accelerator: str,
+    out: TimedStream,
+    kernel_cycles: Mapping[int, float] | None = None,
+) -> None:
+    """Run one costed stream after what `out` holds, adding its jobs and its end to `out`.
+    A kernel operation takes its cost's cycles, or `kernel_cycles[offset]` when given (the
+    per-operation cycles of another model, e.g. regor's layers spread over their commands)."""
+    config = accelerator_config(accelerator)
+    kernels, dmas = _Queue(config.kernel_queue), _Queue(config.dma_queue)
+    now = kernels.free_at = dmas.free_at = out.cycles
+    for command in stream.operations:
+        code, offset = command.code, command.offset
         if code in _KERNEL_OPS:
-            cost = kernel_cost(self.regs, code, param, self.areas, self.cores)
-            begin, end, self.now = self.kernels.issue(self.now, cost.cycles)
-            self.out.jobs.append(TimedJob(command.offset, command.name, begin, end, cost))
+            cost = stream.kernels[offset]
+            cycles = cost.cycles if kernel_cycles is None else kernel_cycles[offset]
+            begin, end, now = kernels.issue(now, cycles)
+            out.jobs.append(TimedJob(offset, command.name, begin, end, cost))
         elif code == cmd0.NPU_OP_DMA_START.value:
-            begin, end, self.now = self.dmas.issue(self.now, dma_cycles(self.regs, self.areas))
-            self.out.jobs.append(TimedJob(command.offset, command.name, begin, end))
+            begin, end, now = dmas.issue(now, stream.dmas[offset])
+            out.jobs.append(TimedJob(offset, command.name, begin, end))
         elif code == cmd0.NPU_OP_KERNEL_WAIT.value:
-            self.now = self.kernels.wait(self.now, param & 0xF)
+            now = kernels.wait(now, command.param & 0xF)
         elif code == cmd0.NPU_OP_DMA_WAIT.value:
-            self.now = self.dmas.wait(self.now, param & 0xF)
+            now = dmas.wait(now, command.param & 0xF)
+    out.cycles = max(now, kernels.free_at, dmas.free_at)
+
+
+def payload_streams(command_stream: bytes, system: tuple) -> tuple[str, list[CostedStream]]:
+    """The accelerator a driver payload names (else `system`'s) and its streams, costed on
+    `system` (accelerator, system config, memory mode, vela.ini)."""
+    payload = parse_payload(command_stream)
+    accelerator = payload.accelerator or system[0]
+    areas = SystemAreas.of((accelerator, *system[1:3], vela_ini(system[3])))
+    cores = accelerator_config(accelerator).cores
+    return accelerator, [cost_stream(words, areas, cores) for words in payload.streams]
 
 
 def time_payload(command_stream: bytes, system: tuple) -> TimedStream:
     """The cycles of a command stream (Vela's driver payload, as an `ethos-u` operator holds
     it) on `system` (accelerator, system config, memory mode, vela.ini), its streams run
     one after another. The accelerator is the one the payload names."""
-    payload = parse_payload(command_stream)
-    accelerator = payload.accelerator or system[0]
-    areas = SystemAreas.of((accelerator, *system[1:3], vela_ini(system[3])))
+    accelerator, streams = payload_streams(command_stream, system)
     out = TimedStream()
-    for words in payload.streams:
-        commands, _ = decode_commands(words)
-        out.cycles = _CommandProcessor(areas, accelerator, out.cycles, out).run(commands)
+    for stream in streams:
+        run_stream(stream, accelerator, out)
     return out

@@ -136,7 +136,8 @@ def test_the_totals_are_the_command_lines_summary(models, vela_cli, name, point)
 def test_the_per_layer_report_adds_up_to_the_totals(models, name, point):
     """Vela's per-layer report (what --verbose-performance prints) covers the whole inference:
     its operations' cycles and MACs sum to the totals, each tied to a TFLite operator (an
-    operator fused into another's operation has none of its own)."""
+    operator fused into another's operation has none of its own); every layer of cycles has
+    a command regor's queue table records."""
     model, options = _model(models, name), POINTS[point]
     compiled = compile_model(model, options)
     operators = parse_tflite(model.read_bytes(), name).Subgraphs(0).OperatorsLength()
@@ -144,6 +145,9 @@ def test_the_per_layer_report_adds_up_to_the_totals(models, name, point):
     assert sum(layer.cycles for layer in compiled.layers) == compiled.total_cycles
     assert sum(layer.macs for layer in compiled.layers) == compiled.macs
     assert {layer.tflite_index for layer in compiled.layers} <= set(range(operators))
+    queued = {command.layer for command in compiled.commands}
+    assert {k for k, layer in enumerate(compiled.layers) if layer.cycles} <= queued
+    assert queued <= set(range(len(compiled.layers)))
 
 
 def test_constants_kept_in_sram_are_reported_apart_as_vela_does(models, vela_cli):
