@@ -138,10 +138,9 @@ class Session:
         self.scheduler = self.prepared.scheduler
         self._forms: dict[tuple[bool, bool], PreparedModel] = {self.prepared.form: self.prepared}
         # A schedule's (SRAM bytes, PerfReport) by its network's form (`PreparedModel.form`),
-        # its `ScheduleKey` and whether the pool took
-        # its fallback (a pool under a prebuffered schedule's SRAM runs the fallback's steps):
-        # many pools choose the same proposal, option sets make the same plans, and scoring
-        # is most of a point's time.
+        # its `ScheduleKey` and whether the pool took its fallback (a pool under a prebuffered
+        # schedule's SRAM runs the fallback's steps): many pools choose the same proposal,
+        # option sets make the same plans, and scoring is most of a point's time.
         self.scores: Memo[
             tuple[tuple[bool, bool], ScheduleKey, bool | None], tuple[int, PerfReport]
         ] = Memo("Session.scores", 1024)
