@@ -77,3 +77,13 @@ def test_a_model_has_the_mean_when_it_reduces_h_and_w_within_the_limits(
     path = tmp_path / "m.tflite"
     path.write_bytes(b.build())
     assert has_row_sum_mean(str(path), "test") is splits
+
+
+def test_a_mean_much_smaller_than_the_largest_feature_map_is_left_whole(tmp_path) -> None:
+    """A global pool after a network's large early maps never sets its floor: not asked for."""
+    b = ModelBuilder(0, 2, name="m")
+    pooled = b.max_pool2d(b.input((1, 32, 32, 16)), pool=2, stride=2)
+    b.output(b.mean(b.max_pool2d(pooled, pool=2, stride=2), axes=(1, 2), keep_dims=True))
+    path = tmp_path / "m.tflite"
+    path.write_bytes(b.build())
+    assert not has_row_sum_mean(str(path), "small")
