@@ -47,13 +47,17 @@ class PointConfig:
     False reads every weight in place instead of copying some into SRAM first (the smallest
     layer-by-layer schedule). `narrow_nhwc`: feature maps whose channel count is not a
     multiple of 16 stored NHWC, not in 16-channel bricks (which pad them: less SRAM, about
-    the same cycles)."""
+    the same cycles). `row_sum_mean`: a mean over H and W sums each row first, then the
+    row sums (`cascader.schedule.row_sums`), so its input runs in row stripes with the layers
+    before it instead of being held whole (one more small op; no change without such a
+    mean)."""
 
     sram_bytes: int
     options: CascaderOptions | None
     proposal_region_bytes: int | None = None
     buffer_weights: bool = True
     narrow_nhwc: bool = False
+    row_sum_mean: bool = False
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,7 @@ class Estimate:
     cascader_seconds: float | None = None
     buffer_weights: bool = True  # with the cascader off: see PointConfig
     narrow_nhwc: bool = False  # see PointConfig
+    row_sum_mean: bool = False  # see PointConfig
     # Who made the schedule: this project's cascader, or Vela's own compiler ("vela", whose
     # `options` are None: it is no cascader schedule).
     producer: str = "cascader"
@@ -198,6 +203,8 @@ class Estimate:
             data["cascader"]["buffer_weights"] = self.buffer_weights
         if self.narrow_nhwc:  # absent when False: estimates stored before it stay the same
             data["cascader"]["narrow_nhwc"] = True
+        if self.row_sum_mean:  # absent when False, as narrow_nhwc
+            data["cascader"]["row_sum_mean"] = True
         if self.proposals is not None:
             data["cascader"].update(proposals=self.proposals, chosen_index=self.chosen_index)
         if self.cascader_seconds is not None:
@@ -258,6 +265,7 @@ class Estimate:
             cascader_seconds=cascader.get("seconds", data.get("cascader_seconds")),
             buffer_weights=cascader.get("buffer_weights", True),
             narrow_nhwc=cascader.get("narrow_nhwc", False),
+            row_sum_mean=cascader.get("row_sum_mean", False),
             producer=data.get("producer", "cascader"),
             sram_lower_bound_bytes=data.get("sram_lower_bound_bytes"),
             sram_lower_bound_derivation=data.get("sram_lower_bound_derivation"),

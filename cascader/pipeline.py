@@ -11,6 +11,7 @@ A session keeps what its points share (the cascader's runs and proposal schedule
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -30,6 +31,7 @@ from cascader.schedule.lower_bound import SramLowerBound, derivation, sram_lower
 from cascader.schedule.network import Network, network
 from cascader.schedule.point_scheduler import Point, PointScheduler
 from cascader.schedule.policies import ScheduleKey
+from cascader.schedule.row_sums import row_sum_means
 
 if TYPE_CHECKING:
     from cascader.frontend.passes import FrontHalf
@@ -42,8 +44,9 @@ class PreparedModel:
     """A model prepared for scoring its points (the front half, then its network): its NPU
     network, the operators left on the host, the TFLite operator each NPU op stands for,
     and the scheduler of its points (which keeps what they share). It keeps what the
-    network was built from (the front half's functions and ties), so the network of the
-    other feature-map layout (`variant`) is built without importing the model again."""
+    network was built from (the front half's functions and ties), so the network of another
+    form (`variant`: the layout of narrow feature maps, means summing rows first) is built
+    without importing the model again."""
 
     sha256: str
     network: Network
@@ -53,21 +56,48 @@ class PreparedModel:
     accelerator: str
     origins: Mapping[str, TfliteOrigin] = field(default_factory=dict)
     narrow_nhwc: bool = False  # the network's layout of narrow feature maps (`network`)
+    row_sum_mean: bool = False  # its means' sums split rows first (`schedule.row_sums`)
+    # The other forms of the network, built on first use, shared by every form of the model.
+    _variants: dict[tuple[bool, bool], PreparedModel] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @cached_property
     def scheduler(self) -> PointScheduler:
         return PointScheduler(self.network)
 
-    def variant(self, narrow_nhwc: bool) -> PreparedModel:
-        """The model with narrow feature maps stored NHWC (`narrow_nhwc`) or in bricks: this
-        one, or the other layout's, built on first use and kept with its own scheduler."""
-        return self if narrow_nhwc == self.narrow_nhwc else self._other_layout
+    @property
+    def form(self) -> tuple[bool, bool]:
+        """(narrow_nhwc, row_sum_mean): what tells this model's networks apart."""
+        return self.narrow_nhwc, self.row_sum_mean
 
     @cached_property
-    def _other_layout(self) -> PreparedModel:
-        narrow = not self.narrow_nhwc
-        built = network(self.functions, self.accelerator, self.ties, narrow)
-        return replace(self, network=built, narrow_nhwc=narrow)
+    def sums_rows(self) -> bool:
+        """Whether `row_sum_mean` changes the network (a mean whose sum splits)."""
+        return any(row_sum_means(f)[1] for f in self.functions)
+
+    def variant(self, narrow_nhwc: bool, row_sum_mean: bool = False) -> PreparedModel:
+        """The model with narrow feature maps stored NHWC (`narrow_nhwc`) or in bricks, and
+        its means summing rows first (`row_sum_mean`, where one splits; elsewhere the same
+        network, so a model without such a mean shares one scheduler): this one, or another
+        form's, built on first use and kept with its own scheduler."""
+        form = (narrow_nhwc, row_sum_mean and self.sums_rows)
+        self._variants.setdefault(self.form, self)
+        if form not in self._variants:
+            self._variants[form] = self._built(*form)
+        return self._variants[form]
+
+    def _built(self, narrow_nhwc: bool, row_sum_mean: bool) -> PreparedModel:
+        functions, origins = self.functions, dict(self.origins)
+        if row_sum_mean:
+            functions = []
+            for function in self.functions:
+                split, made = row_sum_means(function)
+                functions.append(split)
+                origins |= {new: origins[old] for new, old in made.items() if old in origins}
+        built = network(functions, self.accelerator, self.ties, narrow_nhwc)
+        return replace(self, network=built, origins=origins, narrow_nhwc=narrow_nhwc,
+                       row_sum_mean=row_sum_mean)  # fmt: skip
 
 
 def prepare_model(model: bytes, accelerator: str, half: FrontHalf | None = None) -> PreparedModel:
@@ -106,27 +136,25 @@ class Session:
         self.device = device
         self.prepared = prepared or prepare_model(self.model_bytes, device.accelerator)
         self.scheduler = self.prepared.scheduler
-        self._layouts: dict[bool, PreparedModel] = {self.prepared.narrow_nhwc: self.prepared}
-        # A schedule's (SRAM bytes, PerfReport) by its layout of narrow feature maps, its
-        # `ScheduleKey` (both layouts' networks have the same parts) and whether the pool took
-        # its fallback (a pool under a prebuffered schedule's SRAM runs the fallback's steps):
-        # many pools choose the same proposal, option sets make the same plans, and scoring
-        # is most of a point's time.
-        self.scores: Memo[tuple[bool, ScheduleKey, bool | None], tuple[int, PerfReport]] = Memo(
-            "Session.scores", 1024
-        )
+        self._forms: dict[tuple[bool, bool], PreparedModel] = {self.prepared.form: self.prepared}
+        # A schedule's (SRAM bytes, PerfReport) by its network's form (`PreparedModel.form`),
+        # its `ScheduleKey` and whether the pool took its fallback (a pool under a prebuffered
+        # schedule's SRAM runs the fallback's steps): many pools choose the same proposal,
+        # option sets make the same plans, and scoring is most of a point's time.
+        self.scores: Memo[
+            tuple[tuple[bool, bool], ScheduleKey, bool | None], tuple[int, PerfReport]
+        ] = Memo("Session.scores", 1024)
 
     def schedulers(self) -> tuple[PointScheduler, ...]:
-        """The scheduler of each layout of narrow feature maps the session's points used
-        (the prepared model's own always): what its cache counts add up."""
-        return tuple(prepared.scheduler for prepared in self._layouts.values())
+        """The scheduler of each form of the network the session's points used (the prepared
+        model's own always): what its cache counts add up."""
+        return tuple(prepared.scheduler for prepared in self._forms.values())
 
     def prepared_for(self, config: PointConfig) -> PreparedModel:
-        """The prepared model of the point's layout of narrow feature maps."""
-        layout = config.narrow_nhwc
-        if layout not in self._layouts:
-            self._layouts[layout] = self.prepared.variant(layout)
-        return self._layouts[layout]
+        """The prepared model of the point's form of the network (its layout of narrow
+        feature maps, whether its means sum rows first)."""
+        prepared = self.prepared.variant(config.narrow_nhwc, config.row_sum_mean)
+        return self._forms.setdefault(prepared.form, prepared)
 
     @cached_property
     def _bound_with_arena_in_sram(self) -> tuple[SramLowerBound, str]:
@@ -135,19 +163,20 @@ class Session:
         return self._least_bound(io_in_memory=True)
 
     def _least_bound(self, io_in_memory: bool) -> tuple[SramLowerBound, str]:
-        """The smaller of the two layouts' bounds (narrow feature maps NHWC are never larger
-        than in bricks, but each layout's smallest stripes are its own), so the bound holds
-        for every schedule of either."""
+        """The smallest of the network's forms' bounds (narrow feature maps NHWC are never
+        larger than in bricks, a mean summing rows first holds less, but each form's smallest
+        stripes are its own), so the bound holds for every schedule of any."""
         found = []
-        for layout in (False, True):
-            net = self.prepared.variant(layout).network
-            bound = sram_lower_bound(net, io_in_memory=io_in_memory)
-            found.append((bound.bytes, layout, bound, net))
-        _, _, bound, net = min(found, key=lambda f: f[:2])
+        for form in itertools.product((False, True), (False, self.prepared.sums_rows)):
+            prepared = self.prepared.variant(*form)
+            bound = sram_lower_bound(prepared.network, io_in_memory=io_in_memory)
+            found.append((bound.bytes, prepared.form, bound, prepared))
+        _, _, bound, prepared = min(found, key=lambda f: f[:2])
+        net = prepared.network
         if bound.part is None:
             return bound, derivation(bound, net, "")
         op = net.ops[bound.part]
-        origin = self.prepared.origins.get(op.name)
+        origin = prepared.origins.get(op.name)
         label = f"{origin.op} {origin.tensor!r}" if origin is not None else repr(op.name)
         return bound, derivation(bound, net, label)
 
@@ -197,7 +226,8 @@ class Session:
         neither."""
         memory = self.device.memory(config.sram_bytes)
         options = self._options(config, memory)
-        scheduler = self.prepared_for(config).scheduler
+        prepared = self.prepared_for(config)
+        scheduler = prepared.scheduler
         point = compiled = scored = chosen = key = None
         if options is not None:
             chosen, key = scheduler.chosen(memory, options, config.proposal_region_bytes)
@@ -206,7 +236,7 @@ class Session:
             content = scheduler.layer_key(memory, buffer_weights=config.buffer_weights)
         fallback = scheduler.takes_fallback(content, memory.sram_bytes)
         if not command_streams and fallback is not None:
-            scored = self.scores.lookup((config.narrow_nhwc, content, fallback))
+            scored = self.scores.lookup((prepared.form, content, fallback))
         if scored is None:
             point = (
                 scheduler.chosen_point(memory, chosen, key)
@@ -220,12 +250,10 @@ class Session:
                 ops = scored_ops(point.schedule, memory.accelerator)
             scored = (point.schedule.sram_bytes, evaluate(ops, memory))
             fallback = scheduler.takes_fallback(content, memory.sram_bytes)
-            self.scores.keep((config.narrow_nhwc, content, fallback), scored)
+            self.scores.keep((prepared.form, content, fallback), scored)
         sram_used, report = scored
         model = (self.model_name, self.prepared.sha256, self.prepared.host_ops)
-        estimate = Estimate.of_report(
-            model, memory, options, sram_used, report, self.prepared.origins
-        )
+        estimate = Estimate.of_report(model, memory, options, sram_used, report, prepared.origins)
         bound, how = self.sram_lower_bound(memory)
         estimate = replace(estimate, sram_lower_bound_bytes=bound.bytes,
                            sram_lower_bound_derivation=how)  # fmt: skip
@@ -235,5 +263,7 @@ class Session:
             )
         else:
             estimate = replace(estimate, buffer_weights=config.buffer_weights)
-        estimate = replace(estimate, narrow_nhwc=config.narrow_nhwc)
+        estimate = replace(
+            estimate, narrow_nhwc=config.narrow_nhwc, row_sum_mean=config.row_sum_mean
+        )
         return estimate, point, compiled

@@ -157,6 +157,12 @@ def _add_cascader_options(p: argparse.ArgumentParser) -> None:
         help="store feature maps whose channel count is not a multiple of 16 NHWC, not in "
         "16-channel bricks (which pad them): less SRAM at about the same cycles",
     )
+    g.add_argument(
+        "--row-sum-mean",
+        action="store_true",
+        help="sum a mean over H and W row by row first, so its input runs in row stripes with "
+        "the layers before it instead of being held whole (one more small op)",
+    )
     g.add_argument("--no-striping", action="store_true", help="cascade without striping")
     g.add_argument(
         "--multi-dimensional-striping",

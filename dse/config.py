@@ -245,6 +245,7 @@ def build_config(
             "proposal_region_bytes": max(settings.sram_max, point.sram_pool_bytes),
             **({} if point.enable_cascader or vela else {"buffer_weights": point.buffer_weights}),
             **({"narrow_nhwc": True} if point.narrow_nhwc and not vela else {}),
+            **({"row_sum_mean": True} if point.row_sum_mean and not vela else {}),
         },
         "predicted": {
             "total_cycles": round(metrics["total_cycles"]),
@@ -349,6 +350,7 @@ def point_args(args: argparse.Namespace, config: dict) -> argparse.Namespace:
             "no_cascade": not config["cascader"]["enabled"],
             "no_weight_buffering": not config["cascader"].get("buffer_weights", True),
             "narrow_nhwc": config["cascader"].get("narrow_nhwc", False),
+            "row_sum_mean": config["cascader"].get("row_sum_mean", False),
             "no_striping": not options["enable_striping"],
             "multi_dimensional_striping": options["enable_multi_dimensional_striping"],
             "stripe_factors": options["stripe_factors"],

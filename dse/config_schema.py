@@ -101,6 +101,8 @@ CONFIG_SCHEMA: dict[str, Any] = {
                 "buffer_weights": {"type": "boolean"},
                 # Narrow feature maps stored NHWC (absent: False, in 16-channel bricks).
                 "narrow_nhwc": {"type": "boolean"},
+                # A mean's sum rows first (absent: False, one sum of the whole window).
+                "row_sum_mean": {"type": "boolean"},
             },
         },
         # Who made the point's schedule (absent: the cascader, as before Vela was a producer);

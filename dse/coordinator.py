@@ -55,13 +55,14 @@ OnDone = Callable[[StudyRun, FrozenTrial], None]
 
 def affinity(point: DesignPoint, studies: int) -> Hashable:
     """What a scorer keeps between points: of a study alone, the cascader's proposals of one
-    option set on one layout of narrow feature maps (each layout's network has its own); of
+    option set on one form of the network (narrow feature maps' layout, means summing rows
+    first: each form's network has its own); of
     several, the whole study (its session and all its proposals), so no two processes build
     the same session or run the same cascade."""
     if studies > 1:
         return None
     config = point.config()
-    return config.options, config.narrow_nhwc
+    return config.options, config.narrow_nhwc, config.row_sum_mean
 
 
 def first_open(runs: list[StudyRun]) -> StudyRun | None:

@@ -12,6 +12,7 @@ from cascader.estimate import Estimate
 from cascader.ir.units import align
 from dse.coordinator import StudyRun, run_studies, study_run
 from dse.front import front_progress, pareto_front
+from dse.mean_rows import has_row_sum_mean
 from dse.scoring_pool import ScoringPool
 from dse.space import DesignPoint, SearchSpace
 from dse.study import StudySettings, load_settings
@@ -42,11 +43,15 @@ def make_sampler(name: str, seed: int | None = None) -> optuna.samplers.BaseSamp
 
 
 def space_of(settings: StudySettings) -> SearchSpace:
+    model = settings.source_kind == "model"
     return SearchSpace(
         settings.sram_min,
         settings.sram_max,
-        cascader_optional=settings.source_kind == "model",
+        cascader_optional=model,
         producers=settings.producers,
+        row_sum_mean=model
+        and "cascader" in settings.producers
+        and has_row_sum_mean(settings.source_path, settings.source_sha256),
     )
 
 

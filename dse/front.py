@@ -92,6 +92,8 @@ def format_front(rows: list[dict]) -> str:
         )
         if cfg.get("narrow_nhwc", False):  # narrow feature maps stored NHWC
             options += " narrow=nhwc" if cascaded else ", narrow NHWC"
+        if cfg.get("row_sum_mean", False):  # a mean's sum rows first
+            options += " mean=rows" if cascaded else ", mean in rows"
         lines.append(
             f"{row['trial']:>5}  {format_size(row['sram_used_bytes']):>11}  "
             f"{format_size(cfg['sram_pool_bytes']):>11}  {round(row['total_cycles']):>12,}  "

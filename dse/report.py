@@ -191,6 +191,8 @@ def _cascader_label(config: dict) -> str:
             notes.append("weights read in place")
     if config.get("narrow_nhwc", False):
         notes.append("narrow feature maps NHWC")
+    if config.get("row_sum_mean", False):
+        notes.append("means summing rows first")
     made = "the cascader" if config.get("enable_cascader", True) else "the cascader off"
     return f"{made} ({', '.join(notes)})" if notes else made
 

@@ -73,7 +73,7 @@ _OPTION_FLAGS = ("stripe_factors", "max_plan_size", "max_proposals", "always_cop
 def options_given(args: argparse.Namespace) -> bool:
     """Whether any flag pins the cascader's options (an exported config pins them all)."""
     switches = (args.no_cascade, args.no_striping, args.multi_dimensional_striping,
-                args.no_weight_buffering, args.narrow_nhwc)  # fmt: skip
+                args.no_weight_buffering, args.narrow_nhwc, args.row_sum_mean)  # fmt: skip
     return any(switches) or any(getattr(args, name) is not None for name in _OPTION_FLAGS)
 
 
@@ -86,7 +86,8 @@ def best_seed_kind(session: Session, sram: int, region: int | None) -> PointConf
     alone). When none fits, the one needing the least SRAM (so the refusal names the least
     any of them needs)."""
     regions = [region] if region is not None else [None] + ([SRAM_MAX] if sram < SRAM_MAX else [])
-    kinds = SearchSpace(sram, sram, cascader_optional=True).seed_kinds()
+    space = SearchSpace(sram, sram, cascader_optional=True, row_sum_mean=session.prepared.sums_rows)
+    kinds = space.seed_kinds()
     scored = []
     for order, (kind, region_bytes) in enumerate(itertools.product(kinds, regions)):
         config = replace(kind, sram_pool_bytes=sram).config(region_bytes)
@@ -115,7 +116,8 @@ def scored_point(
         session = Session(args.model, device)
         if options_given(args):
             config = PointConfig(sram, cascader_options(args), args.proposal_region,
-                                 not args.no_weight_buffering, args.narrow_nhwc)  # fmt: skip
+                                 not args.no_weight_buffering, args.narrow_nhwc,
+                                 args.row_sum_mean)  # fmt: skip
         else:
             with contextlib.redirect_stdout(io.StringIO()):  # Vela's allocator warnings
                 config = best_seed_kind(session, sram, args.proposal_region)
@@ -135,6 +137,8 @@ def _graph_estimate(args: argparse.Namespace, sram: int) -> Estimate:
         raise BadInput("--graph scores the cascader's proposals; --no-cascade needs --model")
     if args.narrow_nhwc:
         raise BadInput("--narrow-nhwc lays out a model's feature maps; a graph has none")
+    if args.row_sum_mean:
+        raise BadInput("--row-sum-mean rewrites a model's means; a graph has none")
     check_graph(args.graph)
     try:
         evaluator = graph_evaluator(args.graph)
