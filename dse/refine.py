@@ -10,10 +10,11 @@ front's largest gap instead of a sampled point; the rest stay with the sampler. 
 processes sharing a study step only when no other trial is running, see next_step.)
 
 A gap of the front wider than PROBE_GAP is also probed (`gap_probes`): at its middle with the
-options of the points just above it (each pool takes the proposal the cascader ranks fastest
-within it, by its own cost rather than Vela's, so an option set's schedule at a pool inside
-the gap can be one that a step down from the point above it skips), and just below its upper
-end with mixes of its two ends' options (`crossings`).
+options of the points just above and just below it (each pool takes the proposal the
+cascader ranks fastest within it, by its own cost rather than Vela's, so an option set's
+schedule at a pool inside the gap can be one that a step down from the point above it
+skips, or that steps up from a point below it, off the front, never reach), and just below
+its upper end with mixes of its two ends' options (`crossings`).
 
 Vela's own compiler (`vela` points) has no staircase of proposals: its (SRAM used, cycles)
 jumps about with its arena size limit, so an arena between two tried ones can give a
@@ -155,8 +156,14 @@ def _gap(front: list[tuple[float, float]], srams: list[float], sram: float, up: 
 # the gap's middle, 100,944 B.
 PROBE_GAP = 1.25
 # A gap's middle is probed with the options of the nearest few distinct option sets near the
-# front above the gap, each once: one that ran at a pool inside the gap has shown its
-# schedule there. A gap none of them fills is left to the sampler.
+# front on each side of the gap, each once: one that ran at a pool inside the gap has shown
+# its schedule there, and one below the gap that ran at a larger pool than the probe's has
+# shown that nothing faster fits under it. The points below a gap are often one option set's
+# staircase whose next step is far up, while another set near the front lower down has its
+# own staircase through the gap: on mobilenet_v2_035_96, U65 Shared_Sram, a sweep's front
+# jumped from 49,344 B (880,925 cycles, bricks) to 62,048 B (730,433), and the options of its
+# 35,040 B floor (narrow feature maps NHWC) give 52,304 B at 681,959 cycles at the gap's
+# middle. A gap none of them fills is left to the sampler.
 PROBE_SETS = 3
 
 
@@ -182,16 +189,32 @@ def crossings(low: FrozenTrial, high: FrozenTrial) -> list[dict[str, Any]]:
     return [{**a, key: b[key]} for key in sorted(a) if key != POOL and a[key] != b[key]]
 
 
+def _staircase(params: dict[str, Any]) -> bool:
+    """Whether these options have a staircase of cascader proposals a larger pool climbs (the
+    cascader off and Vela's compiler do not; Vela's arena is bisected instead)."""
+    return params.get("enable_cascader", True) and producer(params) != "vela"
+
+
+def _nearest_sets(trials: list[FrozenTrial]) -> list[FrozenTrial]:
+    """The first trial of each of the first PROBE_SETS distinct option sets of `trials`."""
+    sets: dict[tuple, FrozenTrial] = {}
+    for trial in trials:
+        if len(sets) < PROBE_SETS:
+            sets.setdefault(_options_key(trial.params), trial)
+    return list(sets.values())
+
+
 def gap_probes(
     front: list[FrozenTrial], trials: list[FrozenTrial], low_units: int, high_units: int
 ) -> list[tuple[float, FrozenTrial, dict[str, Any]]]:
     """For each gap of the `front` of the completed `trials` wider than PROBE_GAP: its area (as
     `_gap`) and the option sets to try inside it, each beside the trial it came from, unless
     a trial of that option set ran at a pool inside the gap: of the PROBE_SETS nearest
-    option sets near the front at or above its upper end, each at the aligned pool at the
-    gap's geometric middle (in `_cost`'s log scale); then the `crossings` of its two ends, at
-    the largest pool below the upper end's SRAM. An option set run before costs only a
-    schedule there; a crossing is new options, a cascader run."""
+    option sets near the front at or above its upper end, then of the PROBE_SETS nearest
+    cascaded ones at or below its lower end that ran at a pool under the probe's, each at the
+    aligned pool at the gap's geometric middle (in `_cost`'s log scale); then the `crossings`
+    of its two ends, at the largest pool below the upper end's SRAM. An option set run before
+    costs only a schedule there; a crossing is new options, a cascader run."""
     near = sorted((_cost(t), t.number, t) for t in near_front(trials))
     probes = []
     ends = sorted((_cost(t), t.number, t) for t in front)
@@ -200,9 +223,15 @@ def gap_probes(
         below = (high.user_attrs["metrics"]["sram_used_bytes"] - 1) // SRAM_ALIGN
         if sb - sa <= math.log(PROBE_GAP) or not low_units <= units <= below <= high_units:
             continue
+        uppers = [origin for (sram, _), _, origin in near if sram >= sb]
+        lowers = [
+            o
+            for (s, _), _, o in reversed(near)
+            if s <= sa and o.params[POOL] < units and _staircase(o.params)
+        ]
         origins: dict[tuple, FrozenTrial] = {}
-        for (sram, _), _, origin in near:
-            if sram >= sb and len(origins) < PROBE_SETS:
+        for side in (uppers, lowers):
+            for origin in _nearest_sets(side):
                 origins.setdefault(_options_key(origin.params), origin)
         inside = {
             _options_key(t.params)

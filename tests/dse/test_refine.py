@@ -119,27 +119,48 @@ def test_the_largest_gap_of_the_front_is_stepped_into_first() -> None:
 
 def test_a_wide_gap_is_probed_at_its_middle_and_below_its_top_end() -> None:
     """Each of the nearest PROBE_SETS option sets near the front above a gap wider than
-    PROBE_GAP, at the gap's geometric middle, then the lower end's options with each option
-    the upper end's differ in, just below the upper end; none that ran inside the gap."""
+    PROBE_GAP, then below it, at the gap's geometric middle, then the lower end's options with
+    each option the upper end's differ in, just below the upper end; none that ran inside
+    the gap."""
     plans = (2, 4, 6, 10)
     trials = [_trial(10_000, cycles=9_000, cascader=False), _trial(11_000, cycles=8_900)]
     trials += [_trial(40_000 + 1_000 * i, cycles=1_000 - i, plan=p) for i, p in enumerate(plans)]
     front = pareto_front(optuna.create_study(directions=["minimize"] * 2), trials)
     probes = gap_probes(front, trials, low_units=16, high_units=65536)
     # Only the 11,000..40,000 B gap is wide; of the four option sets above it, the nearest
-    # three, and the 11,000 B point's options with the 40,000 B point's plan size.
+    # three (below it, the cascader off has no staircase and the 11,000 B point's options ran
+    # at a pool just inside the gap); and the 11,000 B point's options with the 40,000 B
+    # point's plan size.
     middle = round(math.sqrt((11_000 + 16) * (40_000 + 16)) / 16) - 1
     assert [p[2] for p in probes] == [
         *({"sram_units": middle, "enable_cascader": True, "max_plan_size": p} for p in plans[:3]),
         {"sram_units": (40_000 - 1) // 16, "enable_cascader": True, "max_plan_size": 2},
     ]
     area = (math.log(40_016) - math.log(11_016)) * (math.log(8_901) - math.log(1_001))
-    assert [p[1].number for p in probes] == [t.number for t in (*trials[2:5], trials[1])]
+    assert [p[1] for p in probes] == [*trials[2:5], trials[1]]
     assert all(math.isclose(p[0], area) for p in probes)
     # An option set that ran at a pool inside the gap has shown its schedule there.
     tried = _trial(11_000, cycles=9_500, plan=4, pool=20_000)
     probes = gap_probes(front, [*trials, tried], 16, 65536)
     assert [p[2]["max_plan_size"] for p in probes] == [2, 6, 2]
+
+
+def test_a_wide_gap_is_probed_with_the_options_of_the_points_below_it() -> None:
+    """A staircase below the gap whose next step is far up leaves the gap to another option
+    set lower down, whose own steps up are off the front: its options are probed at the
+    gap's middle, unless it ran at a pool past the middle (nothing faster fits there)."""
+    low = _trial(11_000, cycles=8_900, plan=2)
+    off_front = _trial(9_000, cycles=9_100, plan=4)
+    high = _trial(40_000, cycles=1_000, plan=10)
+    front = pareto_front(optuna.create_study(directions=["minimize"] * 2), [low, off_front, high])
+    middle = round(math.sqrt((11_000 + 16) * (40_000 + 16)) / 16) - 1
+    probes = gap_probes(front, [low, off_front, high], 16, 65536)
+    assert {"sram_units": middle, "enable_cascader": True, "max_plan_size": 4} in [
+        p[2] for p in probes
+    ]
+    big_pool = _trial(9_000, cycles=9_100, plan=4, pool=30_000)
+    probes = gap_probes(front, [low, big_pool, high], 16, 65536)
+    assert all(p[2]["max_plan_size"] != 4 for p in probes)
 
 
 def test_crossings_take_one_option_of_the_upper_end_at_a_time() -> None:
