@@ -1,5 +1,6 @@
 """The `narrow_nhwc` point option in the design space: the sampler asks for it on model
-studies, the stored trial parameters give the point back, and one seed kind takes it."""
+studies, the stored trial parameters give the point back (as they do `row_sum_mean`'s), and
+one seed kind takes it."""
 
 from __future__ import annotations
 
@@ -15,23 +16,28 @@ from dse.stored import POINT_SCHEMA
 MODEL = SearchSpace(16 * 1024, 1 << 20, cascader_optional=True, producers=("cascader", "vela"))
 
 
+@pytest.mark.parametrize("option", ["narrow_nhwc", "row_sum_mean"])
 @pytest.mark.parametrize(
     "point",
     [
-        DesignPoint(65536, narrow_nhwc=True),
-        DesignPoint(65536, cost_model="vela", always_copy_size=0, narrow_nhwc=True),
-        DesignPoint(65536, enable_cascader=False, buffer_weights=False, narrow_nhwc=True),
         DesignPoint(65536),
-        DesignPoint(65536, producer="vela"),
+        DesignPoint(65536, cost_model="vela", always_copy_size=0),
+        DesignPoint(65536, enable_cascader=False, buffer_weights=False),
     ],
 )
-def test_the_sampler_gives_back_the_point_of_its_parameters(point: DesignPoint) -> None:
-    params = MODEL.params_of(point)
-    assert params["narrow_nhwc"] is point.narrow_nhwc
-    assert MODEL.suggest(optuna.trial.FixedTrial(params)) == point
-    assert point.config().narrow_nhwc is point.narrow_nhwc
-    assert "narrow_nhwc" not in point.cascader_options()
-    assert schema_errors(point.to_json(), POINT_SCHEMA) == []
+def test_the_sampler_gives_back_the_point_of_its_parameters(
+    option: str, point: DesignPoint
+) -> None:
+    """Both options of the network's form (for `row_sum_mean`, a model with such a mean),
+    on and off, cascaded or not; a `vela` point keeps them off."""
+    space = replace(MODEL, row_sum_mean=True)
+    for chosen in (replace(point, **{option: True}), point, DesignPoint(65536, producer="vela")):
+        params = space.params_of(chosen)
+        assert params[option] is getattr(chosen, option)
+        assert space.suggest(optuna.trial.FixedTrial(params)) == chosen
+        assert getattr(chosen.config(), option) is getattr(chosen, option)
+        assert option not in chosen.cascader_options()
+        assert schema_errors(chosen.to_json(), POINT_SCHEMA) == []
 
 
 def test_a_graph_study_never_asks_for_it() -> None:

@@ -1,6 +1,6 @@
 """The `row_sum_mean` point option in the design space: asked for, and seeded, only where
-the model has a mean it splits (`dse.mean_rows`), so other models keep the same space; the
-stored trial parameters give the point back."""
+the model has a mean it splits (`dse.mean_rows`), so other models keep the same space (the
+stored parameters' round trip: test_narrow_space.py)."""
 
 from __future__ import annotations
 
@@ -18,25 +18,6 @@ from dse.stored import POINT_SCHEMA
 BOTH = ("cascader", "vela")
 MEAN = SearchSpace(16 * 1024, 1 << 20, cascader_optional=True, producers=BOTH, row_sum_mean=True)
 NO_MEAN = replace(MEAN, row_sum_mean=False)
-
-
-@pytest.mark.parametrize(
-    "point",
-    [
-        DesignPoint(65536, row_sum_mean=True),
-        DesignPoint(65536, cost_model="vela", always_copy_size=0, row_sum_mean=True),
-        DesignPoint(65536, enable_cascader=False, row_sum_mean=True),
-        DesignPoint(65536),
-        DesignPoint(65536, producer="vela"),
-    ],
-)
-def test_the_sampler_gives_back_the_point_of_its_parameters(point: DesignPoint) -> None:
-    params = MEAN.params_of(point)
-    assert params["row_sum_mean"] is point.row_sum_mean
-    assert MEAN.suggest(optuna.trial.FixedTrial(params)) == point
-    assert point.config().row_sum_mean is point.row_sum_mean
-    assert "row_sum_mean" not in point.cascader_options()
-    assert schema_errors(point.to_json(), POINT_SCHEMA) == []
 
 
 def test_a_model_without_such_a_mean_keeps_its_space() -> None:
