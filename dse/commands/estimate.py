@@ -27,6 +27,7 @@ from cascader.pipeline import Session
 from dse.defaults import SRAM_MAX
 from dse.errors import BadInput, NothingFits
 from dse.inputs import check_graph
+from dse.mean_rows import has_row_sum_mean
 from dse.sizes import format_size
 from dse.space import DesignPoint, SearchSpace
 
@@ -77,16 +78,19 @@ def options_given(args: argparse.Namespace) -> bool:
     return any(switches) or any(getattr(args, name) is not None for name in _OPTION_FLAGS)
 
 
-def best_seed_kind(session: Session, sram: int, region: int | None) -> PointConfig:
+def best_seed_kind(
+    session: Session, sram: int, region: int | None, row_sum_mean: bool = False
+) -> PointConfig:
     """The point a sweep's seed kinds (cascader off, its defaults, the `vela` cost model,
-    copying everything or nothing, the smallest schedules) make fastest within `sram`:
+    copying everything or nothing, the smallest schedules; with `row_sum_mean`, a sweep's of a
+    model offered that option, `dse.mean_rows`) make fastest within `sram`:
     never slower than the cascader off, and fitting wherever any kind fits. Without a given
     region, each kind's proposals are made for the pool and, as a sweep makes them, for its
     default largest pool (its smaller proposals can be smaller than any made for the pool
     alone). When none fits, the one needing the least SRAM (so the refusal names the least
     any of them needs)."""
     regions = [region] if region is not None else [None] + ([SRAM_MAX] if sram < SRAM_MAX else [])
-    space = SearchSpace(sram, sram, cascader_optional=True, row_sum_mean=session.prepared.sums_rows)
+    space = SearchSpace(sram, sram, cascader_optional=True, row_sum_mean=row_sum_mean)
     kinds = space.seed_kinds()
     scored = []
     for order, (kind, region_bytes) in enumerate(itertools.product(kinds, regions)):
@@ -120,7 +124,8 @@ def scored_point(
                                  args.row_sum_mean)  # fmt: skip
         else:
             with contextlib.redirect_stdout(io.StringIO()):  # Vela's allocator warnings
-                config = best_seed_kind(session, sram, args.proposal_region)
+                rows = has_row_sum_mean(str(args.model), session.prepared.sha256)
+                config = best_seed_kind(session, sram, args.proposal_region, rows)
         return run(session, config)
     except (ModelError, DeviceConfigError, ScheduleError) as error:
         raise BadInput(str(error)) from None
