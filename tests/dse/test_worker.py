@@ -27,10 +27,8 @@ pytestmark = pytest.mark.slow  # the full suite only: `pytest -m "not slow"` lea
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mobilenet_like_96.tflite"
 # A trial whose point is fully chosen is evaluating it (every parameter of a model study of
-# the cascader; the example's global average pool is a mean the row sums split).
-POINT_PARAMS = len(
-    SearchSpace(16, 1 << 20, cascader_optional=True, row_sum_mean=True).params_of(DesignPoint(16))
-)
+# the cascader).
+POINT_PARAMS = len(SearchSpace(16, 1 << 20, cascader_optional=True).params_of(DesignPoint(16)))
 # A killed worker's trial is retried after the grace period; a live worker busy in a long
 # point on a loaded machine can miss a beat or two, so the grace is several beats.
 FAST_HEARTBEAT = {"DSE_HEARTBEAT_SECONDS": "1", "DSE_GRACE_SECONDS": "5"}
@@ -150,12 +148,11 @@ def test_a_new_study_starts_with_each_seed_kind_at_its_floor(tmp_path: Path) -> 
     study = optuna.load_study(study_name="seeded", storage=storage)
     fixed = [t.system_attrs["fixed_params"] for t in study.trials]
     defaults = DesignPoint(16).cascader_options()
-    one_sum = {"narrow_nhwc": False, "row_sum_mean": False}
     copy_all = DesignPoint(16, always_copy_size=ALWAYS_COPY_SIZES[-1]).cascader_options()
     assert [{k: v for k, v in f.items() if k != "sram_units"} for f in fixed[:3]] == [
-        {"enable_cascader": True, **defaults, "buffer_weights": True, **one_sum},
-        {"enable_cascader": True, **copy_all, "buffer_weights": True, **one_sum},
-        {"enable_cascader": False, **defaults, "buffer_weights": True, **one_sum},
+        {"enable_cascader": True, **defaults, "buffer_weights": True, "narrow_nhwc": False},
+        {"enable_cascader": True, **copy_all, "buffer_weights": True, "narrow_nhwc": False},
+        {"enable_cascader": False, **defaults, "buffer_weights": True, "narrow_nhwc": False},
     ]
     # The spine seed sits on the pool ladder from the smallest floor up (SPINE_SHARE).
     spine = fixed[3]
