@@ -167,7 +167,8 @@ class Session:
         larger than in bricks, a mean summing rows first holds less, but each form's smallest
         stripes are its own), so the bound holds for every schedule of any."""
         found = []
-        for form in itertools.product((False, True), (False, self.prepared.sums_rows)):
+        row_sums = (False, True) if self.prepared.sums_rows else (False,)
+        for form in itertools.product((False, True), row_sums):
             prepared = self.prepared.variant(*form)
             bound = sram_lower_bound(prepared.network, io_in_memory=io_in_memory)
             found.append((bound.bytes, prepared.form, bound, prepared))
