@@ -8,10 +8,12 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from cascader.core.overlay import overlay_offset, overlay_saving
 from cascader.core.pareto import cull_groups
 from cascader.core.part import BufferMode, Part
 from cascader.core.plan import Plan
 from cascader.core.plan_context import PlanContext
+from cascader.core.single_plan_arrays import LaidInput, whole_memory
 from cascader.core.single_plans import SinglePlans, generate_single_plans
 from cascader.core.stripe_config import StripeConfig
 from cascader.core.stripe_generation import generate_output_stripe_configs
@@ -142,7 +144,9 @@ class _KeptTable:
     objects built on first use (most open plans never end up in a closed one). Entry i is
     single plan `single[i]` alone, or merged with entry `index[i]` of table `owners[i]`,
     into a plan of bucket `bucket[i]` ((part group, open configs) in `buckets`);
-    `shared[i]`, the ids (bits) of the tensors several parts read that it holds whole."""
+    `shared[i]`, the ids (bits) of the tensors several parts read that it holds whole;
+    `laid[i]`, whether its memory counts its output laid over an input (`core.overlay`:
+    an output is laid over one input at most)."""
 
     __slots__ = (
         "_cascade",
@@ -152,6 +156,7 @@ class _KeptTable:
         "buckets",
         "cycles",
         "index",
+        "laid",
         "memory",
         "outputs",
         "owners",
@@ -171,6 +176,7 @@ class _KeptTable:
         cycles: list[int],
         outputs: list[TensorConfig],
         shared: list[int],
+        laid: list[bool],
         cascade: str,
     ) -> None:
         self.buckets = buckets
@@ -182,6 +188,7 @@ class _KeptTable:
         self.cycles = cycles
         self.outputs = outputs
         self.shared = shared
+        self.laid = laid
         self._singles = singles
         self._cascade = cascade
         self._plans: list[Plan | None] = [None] * len(memory)
@@ -254,6 +261,7 @@ class _Joins:
         self.cycles = [0]
         self.outputs: list[TensorConfig | None] = [None]
         self.shared = [0]
+        self.laid = [False]
         self.runs: dict[TensorConfig, tuple[int, int]] = {}
         self.keys: dict[tuple[int, tuple[TensorConfig, ...]], int] = {(0, ()): 0}
         self.key = [0]
@@ -275,8 +283,39 @@ class _Joins:
                     self.cycles += table.cycles[first:last]
                     self.outputs += table.outputs[first:last]
                     self.shared += table.shared[first:last]
+                    self.laid += table.laid[first:last]
             found = self.runs[output] = (start, len(self.owners) - start)
         return found
+
+
+def _laid_savings(
+    laid: LaidInput,
+    single: np.ndarray,
+    join: np.ndarray,
+    outputs: list[TensorConfig | None],
+    done: np.ndarray,
+    cascade: str,
+) -> np.ndarray:
+    """Per candidate (a single plan merged with an open plan, `join` > 0), the bytes saved
+    by laying the merged plan's whole output over the single plan's whole input
+    (`core.overlay`), where the open plan does not lay it over another (`done`); a single
+    plan alone counted its own saving already."""
+    saved = np.zeros(len(single), dtype=np.int64)
+    held = laid.bytes[single]
+    merged = np.flatnonzero((held > 0) & (join > 0) & ~done)
+    offsets: dict[tuple[TensorConfig, int], int] = {}
+    for i in merged.tolist():
+        output = outputs[join[i]]
+        if output is None or not whole_memory(output, cascade):
+            continue
+        stripe = int(laid.stripe[single[i]])
+        offset = offsets.get((output, stripe))
+        if offset is None:
+            offset = offsets[(output, stripe)] = overlay_offset(
+                output.stripe_configs[0], laid.stripes[stripe], output.tensor.size, int(held[i])
+            )
+        saved[i] = overlay_saving(offset, output.tensor.size, int(held[i]))
+    return saved
 
 
 def _culled_buckets(
@@ -308,9 +347,15 @@ def _culled_buckets(
         # held whole by this part's plan and by the plan it joins: one buffer
         held = np.array([mask >> read.tensor_id & 1 for mask in joins.shared], dtype=bool)
         memory -= np.where(read.whole[single] & held[join], read.size, 0)
+    laid = np.array(joins.laid, dtype=bool)[join]
+    if singles.laid is not None:
+        saved = _laid_savings(singles.laid, single, join, joins.outputs, laid, ctx.cascade)
+        memory -= saved
+        laid |= (saved > 0) | ((join == 0) & singles.laid.saved[single])
     cycles = singles.cycles[single] + np.array(joins.cycles, dtype=np.int64)[join]
     fits = (memory < ctx.regions[ctx.cascade].size) | (join == 0)
     single, join, memory, cycles = single[fits], join[fits], memory[fits], cycles[fits]
+    laid = laid[fits]
     key_count = len(joins.keys)
     pair = singles.open_input[single] * key_count + np.array(joins.key, dtype=np.int64)[join]
     n = len(pair)
@@ -381,6 +426,7 @@ def _culled_buckets(
             for i, j in zip(kept_single, kept_join, strict=True)
         ],
         shared,
+        laid[kept].tolist(),
         ctx.cascade,
     )
     begin = 0

@@ -135,6 +135,7 @@ class EthosuPart(Part):
     ones a culled list drops included."""
 
     kind = "ethosu"
+    rows_outermost = True  # NHWC and NHCWB16 alike; stripes run in order
 
     def __init__(
         self,
