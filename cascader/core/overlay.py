@@ -16,18 +16,24 @@ ROWS = 1  # the height axis, outermost after the batch in every stored layout
 def overlaid_input(part: Part) -> int:
     """The input slot whose whole buffer the part's whole output may be laid over, -1 if
     none: a device's part that stores rows outermost (`Part.rows_outermost`), writing no
-    output in place of an input (`in_place_input`), the first feature-map input that this
-    part alone reads and one op (or the host) writes."""
+    output in place of an input (`in_place_input`) and whose output no reshape aliases nor
+    a consumer writes its own output over (that output shares its buffer: the schedule
+    places the two as one), the first feature-map input that this part alone reads and
+    one op (or the host) writes, not in place of one of its own inputs."""
     if not part.rows_outermost or part.in_line or in_place_input(part) >= 0:
         return -1
+    for consumer in part.output.consumers:
+        slot = in_place_input(consumer)
+        if consumer.in_line or (slot >= 0 and consumer.inputs[slot] is part.output):
+            return -1
     for slot, tensor in enumerate(part.inputs):
         if slot == part.weight_tensor_idx or tensor.is_constant:
             continue
         producers = tensor.producers
         if (
             len(producers) <= 1
-            and not any(p.in_line for p in producers)
-            and (tensor.consumers == [part])
+            and not any(p.in_line or in_place_input(p) >= 0 for p in producers)
+            and tensor.consumers == [part]
         ):
             return slot
     return -1

@@ -10,7 +10,7 @@ import numpy as np
 
 from cascader.core.overlay import overlay_offset, overlay_saving
 from cascader.core.pareto import cull_groups
-from cascader.core.part import BufferMode, Part
+from cascader.core.part import BufferMode, Part, in_place_input
 from cascader.core.plan import Plan
 from cascader.core.plan_context import PlanContext
 from cascader.core.single_plan_arrays import LaidInput, whole_memory
@@ -298,15 +298,15 @@ def _laid_savings(
 ) -> np.ndarray:
     """Per candidate (a single plan merged with an open plan, `join` > 0), the bytes saved
     by laying the merged plan's whole output over the single plan's whole input
-    (`core.overlay`), where the open plan does not lay it over another (`done`); a single
-    plan alone counted its own saving already."""
+    (`core.overlay`), where the open plan does not lay it over another (`done`) nor may
+    write it in place of an input; a single plan alone counted its own saving already."""
     saved = np.zeros(len(single), dtype=np.int64)
     held = laid.bytes[single]
     merged = np.flatnonzero((held > 0) & (join > 0) & ~done)
     offsets: dict[tuple[TensorConfig, int], int] = {}
     for i in merged.tolist():
         output = outputs[join[i]]
-        if output is None or not whole_memory(output, cascade):
+        if output is None or not whole_memory(output, cascade) or _written_in_place(output):
             continue
         stripe = int(laid.stripe[single[i]])
         offset = offsets.get((output, stripe))
@@ -316,6 +316,12 @@ def _laid_savings(
             )
         saved[i] = overlay_saving(offset, output.tensor.size, int(held[i]))
     return saved
+
+
+def _written_in_place(output: TensorConfig) -> bool:
+    """Whether the op writing a plan's output may write it over one of its inputs
+    (`in_place_input`): the two then share one buffer, which nothing is laid over."""
+    return any(in_place_input(p) >= 0 for p in output.tensor.producers)
 
 
 def _culled_buckets(

@@ -15,7 +15,7 @@ from proofs import proven, small_options
 from sessions import session
 
 from cascader.core.overlay import overlaid_input, overlay_offset, overlay_saving
-from cascader.core.part import BufferMode
+from cascader.core.part import BufferMode, in_place_input
 from cascader.core.plan_context import PlanContext
 from cascader.core.plan_generation import covers, generate_graph_plans
 from cascader.core.single_plans_vela import held_bytes, rolled_stripe
@@ -126,6 +126,8 @@ def _laid_saving(plan, singles: list, parts: dict, cascade: str) -> int:
     out = plan.output_config
     if len(singles) == 1 or out.state.name != "BOUNDARY" or out.home_region != cascade:
         return 0
+    if any(in_place_input(p) >= 0 for p in out.tensor.producers):
+        return 0  # the output shares its input's buffer
     *upstream, producer = singles
     own = overlaid_input(parts[producer.part_ids[0]])
     if own >= 0 and producer.tensor_configs[own].state.name == "BOUNDARY":

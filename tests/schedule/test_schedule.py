@@ -144,7 +144,7 @@ def check_schedule(schedule: Schedule) -> None:
         assert held[schedule.tensor_buffer[roots[t.id]]].all()
 
 
-def _written_over(schedule: Schedule) -> set[tuple[int, int]]:
+def written_over_pairs(schedule: Schedule) -> set[tuple[int, int]]:
     """(input, output) buffers an elementwise op may share: its output written exactly over
     an input that only it reads, after the input's last write (Vela's in-place outputs)."""
     graph = schedule.network.graph
@@ -219,7 +219,7 @@ def check_allocation(schedule: Schedule) -> None:
     for buf in schedule.buffers:
         assert buf.address % 16 == 0 and buf.size % 16 == 0
         by_region.setdefault(buf.region, []).append(buf)
-    shared = _written_over(schedule)
+    shared = written_over_pairs(schedule)
     for buffers in by_region.values():
         for i, a in enumerate(buffers):
             for b in buffers[i + 1 :]:
