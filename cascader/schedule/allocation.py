@@ -18,6 +18,7 @@ from cascader.ir.schedule import Buffer, Copy, Step, Stripe
 from cascader.ir.units import ALIGN, align
 
 HILL_CLIMB_ITERATIONS = 1000
+BREAKING = ("latest", "least", "tight")  # the ways `_units` breaks chains, each tried
 
 
 def written_over(
@@ -182,7 +183,8 @@ def allocate(
     allocator from there; the smallest extent wins. A buffer in `over` (`written_over`) is
     placed with the one it is written over, as one live range. With `laid` (`overlays`),
     the first-fits are tried again with each chain of laid buffers placed as one unit at
-    their offsets (`_units`). Sets every buffer's address; returns each area's extent."""
+    their offsets (`_units`, chains broken three ways). Sets every buffer's address;
+    returns each area's extent."""
     members: dict[int, list[Buffer]] = {}
     for buf in buffers:
         base = buf.index
@@ -207,11 +209,11 @@ def allocate(
         ranges = sorted(joined_buffers, key=lambda b: b.index)
         peak = _peak(ranges)
         alone = [[(b, 0)] for b in ranges]
-        chained = _units(ranges, laid or {}, peak)
+        chained = [_units(ranges, laid, peak, way) for way in BREAKING] if laid else []
         candidates = []
-        for units, tried in [(alone, orders)] + (
-            [(chained, orders + laid_order)] if len(chained) < len(alone) else []
-        ):
+        for units, tried in [(alone, orders)] + [
+            (units, orders + laid_order) for units in chained if len(units) < len(alone)
+        ]:
             for order in tried:
                 placed = _first_fit(sorted(units, key=order))
                 candidates.append([placed[b.index] for b in ranges])
@@ -226,15 +228,16 @@ def allocate(
 
 
 def _units(
-    ranges: list[Buffer], laid: dict[int, tuple[int, int]], limit: int
+    ranges: list[Buffer], laid: dict[int, tuple[int, int]], limit: int, breaking: str
 ) -> list[list[tuple[Buffer, int]]]:
     """The buffers as units of (buffer, address above the unit's start): each chain of laid
     buffers (an input, the output laid over it, the output laid over that, ...) one unit
-    at their offsets. Each output starts below its input, so a chain drifts down; where a
-    unit would span more than `limit` bytes, or two of its buffers not laid over each other
-    would share bytes while both live, the chain is broken at the pair of the least live
-    bytes (the buffers live beside it at the time it overlaps), where keeping them apart
-    costs least."""
+    at their offsets. Each output starts below its input, so a chain drifts down. A chain
+    is broken where a unit would span more than `limit` bytes ("latest", "least") or more
+    than its widest pair ("tight"), or where two of its buffers not laid over each other
+    would share bytes while both live: before the buffer that overflows ("latest"), or at
+    the pair of the fewest bytes live beside it while it overlaps, where keeping the two
+    apart costs least ("least", "tight")."""
     by_index = {b.index: b for b in ranges}
     source_of = {
         out: (source, offset)
@@ -252,13 +255,23 @@ def _units(
             nxt = by_index[out_of[chain[-1].index]]
             chain.append(nxt)
             shifts.append(shifts[-1] - source_of[nxt.index][1])
+        # A pair's own span: the output and the input at its offset above.
+        pairs = [0] + [
+            max(chain[j].size, source_of[chain[j].index][1] + chain[j - 1].size)
+            for j in range(1, len(chain))
+        ]
         first, i = 0, 1
         while i < len(chain):
-            if _fits(chain[first : i + 1], shifts[first : i + 1], limit):
+            widest = min(limit, max(pairs[first + 1 : i + 1])) if breaking == "tight" else limit
+            if _fits(chain[first : i + 1], shifts[first : i + 1], widest):
                 i += 1
                 continue
             # Break at the pair kept apart most cheaply: the fewest bytes live beside it.
-            cut = min(range(first + 1, i + 1), key=lambda j: (_beside(live, chain, j), -j))
+            cut = (
+                i
+                if breaking == "latest"
+                else min(range(first + 1, i + 1), key=lambda j: (_beside(live, chain, j), -j))
+            )
             units.append(_unit(chain[first:cut], shifts[first:cut]))
             first = cut
             i = max(i, first + 1)

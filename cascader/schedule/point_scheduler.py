@@ -28,11 +28,12 @@ from cascader.schedule.policies import (
 
 __all__ = ["Point", "PointScheduler", "ProposalKey", "proposal_options"]
 
-# The cascader's budget of a proposal and the SRAM its schedule really takes differ by a few
-# KiB either way (encoded weight sizes, alignment, buffers the budget counts twice), so a pool
-# looks a little past the budget for a proposal that really fits, trying a few at most.
+# The cascader's budget of a proposal and the SRAM its schedule really takes differ (encoded
+# weight sizes, alignment, buffers the budget counts twice, outputs laid over inputs that the
+# allocation keeps apart), so a pool looks a little past the budget for a proposal that
+# really fits, and after a miss at the budgets short by as much, trying a few at most.
 _BUDGET_SLACK = 1.04
-_FIT_TRIES = 3
+_FIT_TRIES = 4
 
 
 class ProposalKey(NamedTuple):
@@ -182,27 +183,39 @@ class PointScheduler:
     ) -> tuple[CascadeResult, ProposalKey]:
         """The proposals with the one chosen for the pool, and the key of its schedule: the
         cascader's own choice (the fastest within its budget) if its schedule really fits,
-        else the fastest of the next few near the pool that does; when none fits, the one of
-        the smallest few that really needs least, so an infeasible point reports the least
-        SRAM any schedule needs."""
+        else the fastest one a little past the pool if that one does, else the fastest of
+        those whose budgets, short by as much as the last one tried, would fit; a few tries
+        at most. When none fits, the one of the smallest few that really needs least, so an
+        infeasible point reports the least SRAM any schedule needs."""
         region = proposal_region_bytes or memory.sram_bytes
         generated = self.proposals(memory, options, region)
         props = generated.proposals
         pool = memory.sram_bytes
         base = self.cascade_key(memory, options, region)
         first = choose_proposal(props, pool)
-        near = sorted(
-            (
-                i
-                for i, p in enumerate(props)
-                if i != first and p.memory_usage <= pool * _BUDGET_SLACK
-            ),
-            key=lambda i: (props[i].cycles, i),
-        )
-        tried = [first, *near][:_FIT_TRIES]
-        for index in tried:
-            if self.need(memory, generated, ProposalKey(base, index)) <= pool:
+        above = [
+            i
+            for i, p in enumerate(props)
+            if p.cycles < props[first].cycles and p.memory_usage <= pool * _BUDGET_SLACK
+        ]
+        # The cascader's choice, the fastest a little past the pool, then ever smaller ones.
+        index, later = first, above and [min(above, key=lambda i: (props[i].cycles, i))]
+        limit = pool * _BUDGET_SLACK
+        tried: list[int] = []
+        while len(tried) < _FIT_TRIES:
+            need = self.need(memory, generated, ProposalKey(base, index))
+            if need <= pool:
                 return replace(generated, chosen_index=index), ProposalKey(base, index)
+            tried.append(index)
+            if later:
+                index = later.pop()
+                continue
+            # The fastest whose budget, were it short by as much as this one's, would fit.
+            limit = min(limit, props[index].memory_usage * pool / need)
+            near = [i for i, p in enumerate(props) if i not in tried and p.memory_usage <= limit]
+            if not near:
+                break
+            index = min(near, key=lambda i: (props[i].cycles, i))
         smallest = sorted(range(len(props)), key=lambda i: (props[i].memory_usage, i))[:_FIT_TRIES]
         index = min(
             dict.fromkeys([*tried, *smallest]),
