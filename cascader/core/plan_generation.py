@@ -145,8 +145,9 @@ class _KeptTable:
     single plan `single[i]` alone, or merged with entry `index[i]` of table `owners[i]`,
     into a plan of bucket `bucket[i]` ((part group, open configs) in `buckets`);
     `shared[i]`, the ids (bits) of the tensors several parts read that it holds whole;
-    `laid[i]`, whether its memory counts its output laid over an input (`core.overlay`:
-    an output is laid over one input at most)."""
+    `laid_tensor[i]`, `laid_offset[i]`: the input its memory counts its output laid over
+    (`core.overlay`: an output is laid over one input at most) and how far below, -1 if
+    none."""
 
     __slots__ = (
         "_cascade",
@@ -156,7 +157,8 @@ class _KeptTable:
         "buckets",
         "cycles",
         "index",
-        "laid",
+        "laid_offset",
+        "laid_tensor",
         "memory",
         "outputs",
         "owners",
@@ -176,7 +178,8 @@ class _KeptTable:
         cycles: list[int],
         outputs: list[TensorConfig],
         shared: list[int],
-        laid: list[bool],
+        laid_tensor: list[int],
+        laid_offset: list[int],
         cascade: str,
     ) -> None:
         self.buckets = buckets
@@ -188,7 +191,8 @@ class _KeptTable:
         self.cycles = cycles
         self.outputs = outputs
         self.shared = shared
-        self.laid = laid
+        self.laid_tensor = laid_tensor
+        self.laid_offset = laid_offset
         self._singles = singles
         self._cascade = cascade
         self._plans: list[Plan | None] = [None] * len(memory)
@@ -212,6 +216,9 @@ class _KeptTable:
                     self.memory[i],
                     self.cycles[i],
                     (single, join),
+                    (self.laid_tensor[i], self.laid_offset[i])
+                    if self.laid_tensor[i] >= 0
+                    else None,
                 )
             self._plans[i] = found
         return found
@@ -261,7 +268,8 @@ class _Joins:
         self.cycles = [0]
         self.outputs: list[TensorConfig | None] = [None]
         self.shared = [0]
-        self.laid = [False]
+        self.laid_tensor = [-1]
+        self.laid_offset = [-1]
         self.runs: dict[TensorConfig, tuple[int, int]] = {}
         self.keys: dict[tuple[int, tuple[TensorConfig, ...]], int] = {(0, ()): 0}
         self.key = [0]
@@ -283,7 +291,8 @@ class _Joins:
                     self.cycles += table.cycles[first:last]
                     self.outputs += table.outputs[first:last]
                     self.shared += table.shared[first:last]
-                    self.laid += table.laid[first:last]
+                    self.laid_tensor += table.laid_tensor[first:last]
+                    self.laid_offset += table.laid_offset[first:last]
             found = self.runs[output] = (start, len(self.owners) - start)
         return found
 
@@ -295,12 +304,14 @@ def _laid_savings(
     outputs: list[TensorConfig | None],
     done: np.ndarray,
     cascade: str,
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """Per candidate (a single plan merged with an open plan, `join` > 0), the bytes saved
     by laying the merged plan's whole output over the single plan's whole input
     (`core.overlay`), where the open plan does not lay it over another (`done`) nor may
-    write it in place of an input; a single plan alone counted its own saving already."""
+    write it in place of an input, and the offset it is laid at; a single plan alone
+    counted its own saving already."""
     saved = np.zeros(len(single), dtype=np.int64)
+    at = np.full(len(single), -1, dtype=np.int64)
     held = laid.bytes[single]
     merged = np.flatnonzero((held > 0) & (join > 0) & ~done)
     offsets: dict[tuple[TensorConfig, int], int] = {}
@@ -315,7 +326,8 @@ def _laid_savings(
                 output.stripe_configs[0], laid.stripes[stripe], output.tensor.size, int(held[i])
             )
         saved[i] = overlay_saving(offset, output.tensor.size, int(held[i]))
-    return saved
+        at[i] = offset
+    return saved, at
 
 
 def _written_in_place(output: TensorConfig) -> bool:
@@ -353,15 +365,20 @@ def _culled_buckets(
         # held whole by this part's plan and by the plan it joins: one buffer
         held = np.array([mask >> read.tensor_id & 1 for mask in joins.shared], dtype=bool)
         memory -= np.where(read.whole[single] & held[join], read.size, 0)
-    laid = np.array(joins.laid, dtype=bool)[join]
+    laid_tensor = np.array(joins.laid_tensor, dtype=np.int64)[join]
+    laid_offset = np.array(joins.laid_offset, dtype=np.int64)[join]
     if singles.laid is not None:
-        saved = _laid_savings(singles.laid, single, join, joins.outputs, laid, ctx.cascade)
+        found = singles.laid
+        saved, offsets = _laid_savings(found, single, join, joins.outputs, laid_tensor >= 0,
+                                       ctx.cascade)  # fmt: skip
         memory -= saved
-        laid |= (saved > 0) | ((join == 0) & singles.laid.saved[single])
+        own = (join == 0) & (found.offset[single] >= 0)
+        laid_tensor = np.where((saved > 0) | own, found.tensor, laid_tensor)
+        laid_offset = np.where(saved > 0, offsets, np.where(own, found.offset[single], laid_offset))
     cycles = singles.cycles[single] + np.array(joins.cycles, dtype=np.int64)[join]
     fits = (memory < ctx.regions[ctx.cascade].size) | (join == 0)
     single, join, memory, cycles = single[fits], join[fits], memory[fits], cycles[fits]
-    laid = laid[fits]
+    laid_tensor, laid_offset = laid_tensor[fits], laid_offset[fits]
     key_count = len(joins.keys)
     pair = singles.open_input[single] * key_count + np.array(joins.key, dtype=np.int64)[join]
     n = len(pair)
@@ -432,7 +449,8 @@ def _culled_buckets(
             for i, j in zip(kept_single, kept_join, strict=True)
         ],
         shared,
-        laid[kept].tolist(),
+        laid_tensor[kept].tolist(),
+        laid_offset[kept].tolist(),
         ctx.cascade,
     )
     begin = 0

@@ -145,11 +145,16 @@ def vela_single_plans(
     laid_input = None
     if laid >= 0:
         laid_bytes = np.array(rows.laid_over, dtype=np.int64)[row_of, layout.picks[laid][combo_of]]
-        saved = overlay_saving(
-            np.array(rows.laid_offsets, dtype=np.int64)[row_of], output_memory, laid_bytes
-        )
+        offsets = np.array(rows.laid_offsets, dtype=np.int64)[row_of]
+        saved = overlay_saving(offsets, output_memory, laid_bytes)
         memory_all -= saved
-        laid_input = LaidInput(laid_bytes, row_of, rows.laid_stripes, saved > 0)
+        laid_input = LaidInput(
+            part.inputs[laid].id,
+            laid_bytes,
+            row_of,
+            rows.laid_stripes,
+            np.where(saved > 0, offsets, -1),
+        )
     part.prepare_block_costs([key[0] for key in tiled], [key[1] for key in tiled])
     cycles_all = _tiled_cycles(part, layout, tiled, tiled_transfers)[
         np.array(rows.output_cycles, dtype=np.int64)[kept_at], combo_of
@@ -172,6 +177,9 @@ def vela_single_plans(
             cascade,
             int(memory_all[index]),
             int(cycles_all[index]),
+            laid=None
+            if laid_input is None or laid_input.offset[index] < 0
+            else (laid_input.tensor, int(laid_input.offset[index])),
         )
 
     shared = tuple(
