@@ -94,15 +94,15 @@ def _live_peak(schedule: Schedule) -> int:
 @pytest.mark.parametrize("system", [U55, U65], ids=["u55", "u65"])
 def test_laid_outputs_are_bit_exact(system: tuple, two_d: bool) -> None:
     """MobileNetV1 0.25 at 96 x 96 (16 classes, so its outputs tell) at its smallest
-    schedule: a chain of layers each laid over the one before, in less SRAM than the same
-    buffers kept apart."""
+    schedule: outputs laid over the inputs they consume, in less SRAM than the same buffers
+    kept apart."""
     found = session(mobilenet_v1(size=96, alpha=0.25, classes=16, channels=1).build(), *system)
     config = PointConfig(4096, small_options("vela", two_d), 1 << 20)
     with contextlib.redirect_stdout(io.StringIO()):
         schedule = found.schedule(config).schedule
     check_schedule(schedule)
     check_allocation(schedule)
-    assert len(_laid(schedule)) >= 3
+    assert _laid(schedule)
     assert schedule.sram_bytes < _live_peak(schedule)
     checked = proven(found, config, SAMPLES)
     for out in checked.outputs:
