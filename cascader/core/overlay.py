@@ -43,9 +43,11 @@ def overlay_offset(
     output: StripeConfig, input: StripeConfig, output_bytes: int, input_bytes: int
 ) -> int:
     """How far below the input's start the output must begin so that no stripe writes rows
-    that it or a later stripe reads, or -1 when the stripes do not run in row order (one
-    stripe of rows, or another striped axis looped outside the rows). A stripe is taken to
-    write and read its rows' whole bytes."""
+    that it or a later stripe reads, or -1 when the stripes do not run in row order (no
+    rows, one stripe of rows, or another striped axis looped outside the rows). A stripe is
+    taken to write and read its rows' whole bytes."""
+    if len(output.shape) < 4 or len(input.shape) < 4:
+        return -1  # no rows: a vector
     count = output.stripes[ROWS]
     if count <= 1 or input.stripes[ROWS] != count:
         return -1

@@ -50,8 +50,8 @@ class SinglePlans:
     output config and open input configs of each as an index into lists of the distinct
     ones; `shared`, the inputs other parts read too that some plans hold whole (only the
     "vela" cost model tells) and `laid`, the input an output may be laid over (the "vela"
-    model only). Plan objects are built on demand (`plan`): most single plans
-    only ever take part in candidates that are culled."""
+    model only). Plan objects are built on demand (`plan`): most single plans only ever
+    take part in candidates that are culled."""
 
     def __init__(
         self,

@@ -217,8 +217,8 @@ class _VelaRows:
     would be written over. A whole output laid over a whole input (`core.overlay`) saves
     what `overlay_saving` says: per row, the offset its stripes need (`laid_offsets`), the
     bytes of each choice of that input held whole (`laid_over`) and its stripe config
-    (`laid_stripes`). `whole`: per row, per input
-    other parts read too, whether each choice holds it whole in the cascade region."""
+    (`laid_stripes`). `whole`: per row, per input other parts read too, whether each choice
+    holds it whole in the cascade region."""
 
     def __init__(self) -> None:
         self.rows: list[tuple[list[list[TensorConfig]], list[TensorConfig]]] = []

@@ -96,9 +96,7 @@ def overlays(
         writes.setdefault(out, []).append((index, _row_bytes(buffers[out], step.ofm)[1]))
         plan_parts.setdefault(step.plan, set()).add(step.part)
     whole = {buf.tensor: buf.index for buf in buffers if buf.kind == "tensor"}
-    plan_of = {
-        step.ofm_buffer: step.plan for step in steps if isinstance(step, Stripe)
-    }  # a buffer's last writer's plan
+    plan_of = {step.ofm_buffer: step.plan for step in steps if isinstance(step, Stripe)}
     paired = {*taken, *taken.values()}
     laid_out: set[int] = set()  # outputs laid already
     laid_under: set[int] = set()  # inputs an output is laid over already
@@ -266,7 +264,7 @@ def _units(
             if _fits(chain[first : i + 1], shifts[first : i + 1], widest):
                 i += 1
                 continue
-            # Break at the pair kept apart most cheaply: the fewest bytes live beside it.
+            # Break before the buffer that overflows, or where keeping the pair apart costs least.
             cut = (
                 i
                 if breaking == "latest"

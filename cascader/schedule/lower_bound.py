@@ -8,10 +8,9 @@ end (an output laid over the input it consumes shares that input's bytes: the tw
 least the larger). While an op runs, those whole tensors live beside its smallest working
 set: one output quantum (`Part.stripe_align_hint`) and the input box each propagator maps
 it to, which is the whole input for an op reading all of it (a fully connected layer, a
-global pool). A
-copy (a concatenation's or a pad's block copy) moves each element once, so its smallest
-working set is one quantum each way, whatever box its propagator reads today. Constants
-are not counted: Ethos-U reads weights in place."""
+global pool). A copy (a concatenation's or a pad's block copy) moves each element once, so
+its smallest working set is one quantum each way, whatever box its propagator reads today.
+Constants are not counted: Ethos-U reads weights in place."""
 
 from __future__ import annotations
 
