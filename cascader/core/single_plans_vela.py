@@ -56,7 +56,7 @@ def vela_single_plans(
     output mode and area), for all of the part's at once."""
     weights = part.weight_tensor_idx
     fused = in_place_input(part)
-    laid = overlaid_input(part)
+    laid = overlaid_input(part) if ctx.lay_outputs else -1
     slack = ctx.copy_slack(part) if weights >= 0 else 0.0
     encodings = [part.weight_encoding(slot) for slot in range(len(part.inputs))]
     rows = _VelaRows()

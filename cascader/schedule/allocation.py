@@ -85,13 +85,16 @@ def overlays(
     reads: dict[int, list[tuple[int, int]]] = {}  # buffer -> (step, first byte read)
     writes: dict[int, list[tuple[int, int]]] = {}  # buffer -> (step, end byte written)
     dma: set[int] = set()
+    used: dict[int, int] = {}  # buffer -> the last step naming it as an input
     plan_parts: dict[int, set[int]] = {}
     for index, step in enumerate(steps):
         if isinstance(step, Copy):
             dma.update((step.source, step.dest))
             continue
         for box, buf, _ in step.ifms:
-            reads.setdefault(buf, []).append((index, _row_bytes(buffers[buf], box)[0]))
+            used[buf] = index
+            if not box.empty:  # a stripe of padding alone reads nothing
+                reads.setdefault(buf, []).append((index, _row_bytes(buffers[buf], box)[0]))
         out = step.ofm_buffer
         writes.setdefault(out, []).append((index, _row_bytes(buffers[out], step.ofm)[1]))
         plan_parts.setdefault(step.plan, set()).add(step.part)
@@ -137,7 +140,7 @@ def overlays(
                 source == out
                 or read_steps[-1] < start
                 or read_steps[0] > stop
-                or below.last > read_steps[-1]
+                or below.last > used[source]
                 or source in laid_under
                 or not eligible(below)
                 or below.area != target.area

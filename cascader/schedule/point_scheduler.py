@@ -5,12 +5,12 @@ points of it share: the cascader's runs, proposal schedules and the SRAM they re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from cascader.core.cascade import CascadeResult, cascade
 from cascader.core.options import CascaderOptions
-from cascader.core.proposal_generation import choose_proposal
 from cascader.ethosu.graph import graph_document
 from cascader.ethosu.memory import SystemMemory, system_memory
 from cascader.ethosu.weights import encoded_size
@@ -95,7 +95,11 @@ class PointScheduler:
     def proposals(
         self, memory: SystemMemory, options: CascaderOptions, region_bytes: int
     ) -> CascadeResult:
-        """The cascader's proposals for a cascade region of `region_bytes`."""
+        """The cascader's proposals for a cascade region of `region_bytes`. Under the "vela"
+        model with striping, those counting outputs laid over the inputs they consume and
+        those not (`cascade`'s `lay_outputs`), together: a budget counting laid outputs
+        plan by plan can be short of what the allocation reaches, which the points'
+        real SRAM (`need`) then sorts out."""
         key = self.cascade_key(memory, options, region_bytes)
         found = self.cascades.lookup(key)
         if found is not None:
@@ -103,8 +107,11 @@ class PointScheduler:
         region = system_memory(memory.accelerator, memory.system_config, memory.memory_mode,
                                region_bytes, memory.vela_ini)  # fmt: skip
         document = graph_document(self.network.graph, region, proposal_options(options))
+        args = (document.graph, document.regions, document.home_map, document.options)
         try:
-            found = cascade(document.graph, document.regions, document.home_map, document.options)
+            found = cascade(*args)
+            if options.cost_model == "vela" and options.enable_striping:
+                found = _merged(found, cascade(*args, lay_outputs=False), region_bytes)
         except ValueError as error:  # no proposal covers the graph
             raise ScheduleError(f"the cascader made no schedule: {error}") from None
         self.cascades.keep(key, found)
@@ -181,46 +188,39 @@ class PointScheduler:
         options: CascaderOptions,
         proposal_region_bytes: int | None = None,
     ) -> tuple[CascadeResult, ProposalKey]:
-        """The proposals with the one chosen for the pool, and the key of its schedule: the
-        cascader's own choice (the fastest within its budget) if its schedule really fits,
-        else the fastest one a little past the pool if that one does, else the fastest of
-        those whose budgets, short by as much as the last one tried, would fit; a few tries
-        at most. When none fits, the one of the smallest few that really needs least, so an
-        infeasible point reports the least SRAM any schedule needs."""
+        """The proposals with the one chosen for the pool, and the key of its schedule. Among
+        the proposals counting laid outputs and among the others (`proposals`), each on
+        its own: the fastest within its budget if its schedule really fits, else the
+        fastest one a little past the pool if that one does, else the fastest of those whose
+        budgets, short by as much as the last one tried, would fit; a few tries at most.
+        The faster of the two that fit; when none does, the one of the smallest few that
+        really needs least, so an infeasible point reports the least SRAM any schedule
+        needs."""
         region = proposal_region_bytes or memory.sram_bytes
         generated = self.proposals(memory, options, region)
         props = generated.proposals
         pool = memory.sram_bytes
         base = self.cascade_key(memory, options, region)
-        first = choose_proposal(props, pool)
-        above = [
-            i
-            for i, p in enumerate(props)
-            if p.cycles < props[first].cycles and p.memory_usage <= pool * _BUDGET_SLACK
-        ]
-        # The cascader's choice, the fastest a little past the pool, then ever smaller ones.
-        index, later = first, above and [min(above, key=lambda i: (props[i].cycles, i))]
-        limit = pool * _BUDGET_SLACK
-        tried: list[int] = []
-        while len(tried) < _FIT_TRIES:
-            need = self.need(memory, generated, ProposalKey(base, index))
-            if need <= pool:
-                return replace(generated, chosen_index=index), ProposalKey(base, index)
-            tried.append(index)
-            if later:
-                index = later.pop()
-                continue
-            # The fastest whose budget, were it short by as much as this one's, would fit.
-            limit = min(limit, props[index].memory_usage * pool / need)
-            near = [i for i, p in enumerate(props) if i not in tried and p.memory_usage <= limit]
-            if not near:
-                break
-            index = min(near, key=lambda i: (props[i].cycles, i))
-        smallest = sorted(range(len(props)), key=lambda i: (props[i].memory_usage, i))[:_FIT_TRIES]
-        index = min(
-            dict.fromkeys([*tried, *smallest]),
-            key=lambda i: (self.need(memory, generated, ProposalKey(base, i)), props[i].cycles, i),
-        )
+
+        def need(index: int) -> int:
+            return self.need(memory, generated, ProposalKey(base, index))
+
+        laid = [any(plan.laid for plan in p.plans) for p in props]
+        fitting, tried = [], []
+        for kind in dict.fromkeys(laid):
+            found, missed = _fitting(
+                props, [i for i, k in enumerate(laid) if k == kind], pool, need
+            )
+            fitting += [] if found is None else [found]
+            tried += missed
+        if fitting:
+            index = min(fitting, key=lambda i: (props[i].cycles, i))
+        else:
+            smallest = sorted(range(len(props)), key=lambda i: (props[i].memory_usage, i))
+            index = min(
+                dict.fromkeys([*tried, *smallest[:_FIT_TRIES]]),
+                key=lambda i: (need(i), props[i].cycles, i),
+            )
         return replace(generated, chosen_index=index), ProposalKey(base, index)
 
     def chosen_point(self, memory: SystemMemory, result: CascadeResult, key: ProposalKey) -> Point:
@@ -257,6 +257,50 @@ class PointScheduler:
             schedule = _for(schedule, memory)
             return Point(memory, None, schedule, schedule.sram_bytes <= memory.sram_bytes)
         return self.chosen_point(memory, *self.chosen(memory, options, proposal_region_bytes))
+
+
+def _fitting(
+    props: list, among: list[int], pool: int, need: Callable[[int], int]
+) -> tuple[int | None, list[int]]:
+    """The proposal of `among` (indices into `props`) `PointScheduler.chosen` takes for a
+    pool, None if none of its tries fits; and the ones it tried that did not fit."""
+    under = [i for i in among if props[i].memory_usage < pool]
+    index = min(under, key=lambda i: (props[i].cycles, i)) if under else min(among)
+    above = [
+        i
+        for i in among
+        if props[i].cycles < props[index].cycles and props[i].memory_usage <= pool * _BUDGET_SLACK
+    ]
+    # The cascader's choice, the fastest a little past the pool, then ever smaller ones.
+    later = [min(above, key=lambda i: (props[i].cycles, i))] if above else []
+    limit = pool * _BUDGET_SLACK
+    tried: list[int] = []
+    while len(tried) < _FIT_TRIES:
+        found = need(index)
+        if found <= pool:
+            return index, tried
+        tried.append(index)
+        if later:
+            index = later.pop()
+            continue
+        # The fastest whose budget, were it short by as much as this one's, would fit.
+        limit = min(limit, props[index].memory_usage * pool / found)
+        near = [i for i in among if i not in tried and props[i].memory_usage <= limit]
+        if not near:
+            break
+        index = min(near, key=lambda i: (props[i].cycles, i))
+    return None, tried
+
+
+def _merged(laid: CascadeResult, apart: CascadeResult, region: int) -> CascadeResult:
+    """Two runs' proposals as one list, smallest budget first (then fewest cycles, the first
+    run's first); the fastest within the region chosen."""
+    proposals = sorted(
+        [*laid.proposals, *apart.proposals], key=lambda p: (p.memory_usage, p.cycles)
+    )
+    under = [i for i, p in enumerate(proposals) if p.memory_usage < region]
+    chosen = min(under, key=lambda i: (proposals[i].cycles, i)) if under else 0
+    return CascadeResult(proposals, chosen, laid.seconds + apart.seconds)
 
 
 def _for(schedule: Schedule, memory: SystemMemory) -> Schedule:
