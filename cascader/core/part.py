@@ -66,8 +66,8 @@ class Part(ABC):
     # The inputs an elementwise output may be written over (see `in_place_input`).
     in_place_slots: tuple[int, ...] = ()
     # Whether the part's feature maps store rows outermost after the batch and its stripes
-    # run in order, so its whole output may be laid over rows of a whole input that no
-    # later stripe reads (`core.overlay`).
+    # write their own rows only, in order, so its whole output may be laid over rows of a
+    # whole input that no later stripe reads (`core.overlay`).
     rows_outermost: bool = False
 
     def __init__(

@@ -332,8 +332,9 @@ def _laid_savings(
 
 def _written_in_place(output: TensorConfig) -> bool:
     """Whether the op writing a plan's output may write it over one of its inputs
-    (`in_place_input`): the two then share one buffer, which nothing is laid over."""
-    return any(in_place_input(p) >= 0 for p in output.tensor.producers)
+    (`in_place_input`: the two then share one buffer, which nothing is laid over) or writes
+    more than its stripes' rows (not `rows_outermost`)."""
+    return any(in_place_input(p) >= 0 or not p.rows_outermost for p in output.tensor.producers)
 
 
 def _culled_buckets(

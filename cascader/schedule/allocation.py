@@ -77,19 +77,20 @@ def overlays(
     The output starts `offset` bytes below its input, the least that keeps every write
     clear of the rows still to be read; kept where that saves bytes. Both are kernel-only
     (a DMA runs beside the kernels, so a buffer a `Copy` reads or writes is never laid
-    over), neither is another's alias, the input is complete before the output's first
+    over) and written stripe by stripe (not a pad's output, filled whole first), neither
+    is another's alias, the input is complete before the output's first
     write and dead after its last read (the host reads no graph input later).
     Conservative across the width and depth: a stripe writes or reads its rows' whole
     bytes. An output laid over an input may have another output laid over it in turn.
     `parts`: the cascader graph's; `taken`: the pairs `written_over` made, left alone."""
     reads: dict[int, list[tuple[int, int]]] = {}  # buffer -> (step, first byte read)
     writes: dict[int, list[tuple[int, int]]] = {}  # buffer -> (step, end byte written)
-    dma: set[int] = set()
+    apart: set[int] = set()  # buffers a DMA touches, or written whole before their stripes
     used: dict[int, int] = {}  # buffer -> the last step naming it as an input
     plan_parts: dict[int, set[int]] = {}
     for index, step in enumerate(steps):
         if isinstance(step, Copy):
-            dma.update((step.source, step.dest))
+            apart.update((step.source, step.dest))
             continue
         for box, buf, _ in step.ifms:
             used[buf] = index
@@ -97,6 +98,8 @@ def overlays(
                 reads.setdefault(buf, []).append((index, _row_bytes(buffers[buf], box)[0]))
         out = step.ofm_buffer
         writes.setdefault(out, []).append((index, _row_bytes(buffers[out], step.ofm)[1]))
+        if not parts[step.part].rows_outermost:
+            apart.add(out)  # a pad's fill
         plan_parts.setdefault(step.plan, set()).add(step.part)
     whole = {buf.tensor: buf.index for buf in buffers if buf.kind == "tensor"}
     plan_of = {step.ofm_buffer: step.plan for step in steps if isinstance(step, Stripe)}
@@ -107,7 +110,7 @@ def overlays(
     def eligible(buf: Buffer) -> bool:
         return (
             buf.kind == "tensor"
-            and buf.index not in dma
+            and buf.index not in apart
             and buf.index not in paired
             and buf.tensor not in shared
         )
