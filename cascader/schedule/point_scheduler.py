@@ -95,11 +95,10 @@ class PointScheduler:
     def proposals(
         self, memory: SystemMemory, options: CascaderOptions, region_bytes: int
     ) -> CascadeResult:
-        """The cascader's proposals for a cascade region of `region_bytes`. Under the "vela"
-        model with striping, those counting outputs laid over the inputs they consume and
-        those not (`cascade`'s `lay_outputs`), together: a budget counting laid outputs
-        plan by plan can be short of what the allocation reaches, which the points'
-        real SRAM (`need`) then sorts out."""
+        """The cascader's proposals for a cascade region of `region_bytes`. Where the SRAM
+        holds the model's feature maps, under the "vela" model with striping, those
+        counting outputs laid over the inputs they consume and those not (`cascade`'s
+        `lay_outputs`), together (`_hedged`)."""
         key = self.cascade_key(memory, options, region_bytes)
         found = self.cascades.lookup(key)
         if found is not None:
@@ -110,7 +109,7 @@ class PointScheduler:
         args = (document.graph, document.regions, document.home_map, document.options)
         try:
             found = cascade(*args)
-            if options.cost_model == "vela" and options.enable_striping:
+            if _hedged(memory, options):
                 found = _merged(found, cascade(*args, lay_outputs=False), region_bytes)
         except ValueError as error:  # no proposal covers the graph
             raise ScheduleError(f"the cascader made no schedule: {error}") from None
@@ -290,6 +289,19 @@ def _fitting(
             break
         index = min(near, key=lambda i: (props[i].cycles, i))
     return None, tried
+
+
+def _hedged(memory: SystemMemory, options: CascaderOptions) -> bool:
+    """Whether a point's proposals come from two runs, counting outputs laid over their
+    inputs and not: where the SRAM holds the model's feature maps (the arena), a budget
+    counting laid whole tensors plan by plan can be short of what the allocation reaches,
+    which the points' real SRAM (`need`) then sorts out. Where the arena is elsewhere, the
+    SRAM holds few whole tensors and one run, counting them, serves."""
+    return (
+        options.cost_model == "vela"
+        and options.enable_striping
+        and memory.io_area == memory.cascade_area
+    )
 
 
 def _merged(laid: CascadeResult, apart: CascadeResult, region: int) -> CascadeResult:
