@@ -33,7 +33,7 @@ __all__ = ["Point", "PointScheduler", "ProposalKey", "proposal_options"]
 # allocation keeps apart), so a pool looks a little past the budget for a proposal that
 # really fits, and after a miss at the budgets short by as much, trying a few at most.
 _BUDGET_SLACK = 1.04
-_FIT_TRIES = 4
+_FIT_TRIES = 3
 
 
 class ProposalKey(NamedTuple):
@@ -93,28 +93,35 @@ class PointScheduler:
         return (*memory.system, proposal_options(options), region)
 
     def proposals(
-        self, memory: SystemMemory, options: CascaderOptions, region_bytes: int
+        self,
+        memory: SystemMemory,
+        options: CascaderOptions,
+        region_bytes: int,
+        lay_outputs: bool = True,
     ) -> CascadeResult:
-        """The cascader's proposals for a cascade region of `region_bytes`. Where the SRAM
-        holds the model's feature maps, under the "vela" model with striping, those
-        counting outputs laid over the inputs they consume and those not (`cascade`'s
-        `lay_outputs`), together (`_hedged`)."""
-        key = self.cascade_key(memory, options, region_bytes)
+        """The cascader's proposals for a cascade region of `region_bytes`, counting outputs
+        laid over the inputs they consume or not (`cascade`'s `lay_outputs`)."""
+        key = self._run_key(memory, options, region_bytes, lay_outputs)
         found = self.cascades.lookup(key)
         if found is not None:
             return found
         region = system_memory(memory.accelerator, memory.system_config, memory.memory_mode,
                                region_bytes, memory.vela_ini)  # fmt: skip
         document = graph_document(self.network.graph, region, proposal_options(options))
-        args = (document.graph, document.regions, document.home_map, document.options)
         try:
-            found = cascade(*args)
-            if _hedged(memory, options):
-                found = _merged(found, cascade(*args, lay_outputs=False), region_bytes)
+            found = cascade(document.graph, document.regions, document.home_map,
+                            document.options, lay_outputs=lay_outputs)  # fmt: skip
         except ValueError as error:  # no proposal covers the graph
             raise ScheduleError(f"the cascader made no schedule: {error}") from None
         self.cascades.keep(key, found)
         return found
+
+    def _run_key(
+        self, memory: SystemMemory, options: CascaderOptions, region: int, lay_outputs: bool
+    ) -> tuple:
+        """`cascade_key`, with a mark for a run that lays no outputs over their inputs."""
+        base = self.cascade_key(memory, options, region)
+        return base if lay_outputs else (*base, "apart")
 
     def schedule_key(
         self, memory: SystemMemory, result: CascadeResult, key: ProposalKey
@@ -187,40 +194,42 @@ class PointScheduler:
         options: CascaderOptions,
         proposal_region_bytes: int | None = None,
     ) -> tuple[CascadeResult, ProposalKey]:
-        """The proposals with the one chosen for the pool, and the key of its schedule. Among
-        the proposals counting laid outputs and among the others (`proposals`), each on
-        its own: the fastest within its budget if its schedule really fits, else the
-        fastest one a little past the pool if that one does, else the fastest of those whose
-        budgets, short by as much as the last one tried, would fit; a few tries at most.
-        The faster of the two that fit; when none does, the one of the smallest few that
-        really needs least, so an infeasible point reports the least SRAM any schedule
-        needs."""
+        """The proposals with the one chosen for the pool, and the key of its schedule: the
+        fastest within its budget if its schedule really fits, else the fastest one a little
+        past the pool if that one does, else the fastest of those whose budgets, short by as
+        much as the last one tried, would fit; a few tries at most. Where none of the
+        proposals counting laid outputs fits and `_hedged`, the same among the proposals of
+        a run that lays none. When none fits, the one of the smallest few that really needs
+        least, so an infeasible point reports the least SRAM any schedule needs."""
         region = proposal_region_bytes or memory.sram_bytes
-        generated = self.proposals(memory, options, region)
-        props = generated.proposals
         pool = memory.sram_bytes
-        base = self.cascade_key(memory, options, region)
+        tried: list[tuple[CascadeResult, ProposalKey]] = []
+        for lay_outputs in (True, False) if _hedged(memory, options) else (True,):
+            generated = self.proposals(memory, options, region, lay_outputs)
+            props = generated.proposals
+            base = self._run_key(memory, options, region, lay_outputs)
 
-        def need(index: int) -> int:
-            return self.need(memory, generated, ProposalKey(base, index))
+            def need(index: int, generated=generated, base=base) -> int:
+                return self.need(memory, generated, ProposalKey(base, index))
 
-        laid = [any(plan.laid for plan in p.plans) for p in props]
-        fitting, tried = [], []
-        for kind in dict.fromkeys(laid):
-            found, missed = _fitting(
-                props, [i for i, k in enumerate(laid) if k == kind], pool, need
-            )
-            fitting += [] if found is None else [found]
-            tried += missed
-        if fitting:
-            index = min(fitting, key=lambda i: (props[i].cycles, i))
-        else:
+            found, missed = _fitting(props, list(range(len(props))), pool, need)
+            if found is not None:
+                return replace(generated, chosen_index=found), ProposalKey(base, found)
             smallest = sorted(range(len(props)), key=lambda i: (props[i].memory_usage, i))
-            index = min(
-                dict.fromkeys([*tried, *smallest[:_FIT_TRIES]]),
-                key=lambda i: (need(i), props[i].cycles, i),
-            )
-        return replace(generated, chosen_index=index), ProposalKey(base, index)
+            tried += [
+                (generated, ProposalKey(base, i))
+                for i in dict.fromkeys([*missed, *smallest[:_FIT_TRIES]])
+            ]
+        generated, key = min(
+            tried,
+            key=lambda t: (
+                self.need(memory, t[0], t[1]),
+                t[0].proposals[t[1].index].cycles,
+                len(t[1].run),
+                t[1].index,
+            ),
+        )
+        return replace(generated, chosen_index=key.index), key
 
     def chosen_point(self, memory: SystemMemory, result: CascadeResult, key: ProposalKey) -> Point:
         """The point of the proposal `chosen` picked (`key`, naming `result.chosen_index`)."""
@@ -292,27 +301,15 @@ def _fitting(
 
 
 def _hedged(memory: SystemMemory, options: CascaderOptions) -> bool:
-    """Whether a point's proposals come from two runs, counting outputs laid over their
-    inputs and not: where the SRAM holds the model's feature maps (the arena), a budget
-    counting laid whole tensors plan by plan can be short of what the allocation reaches,
-    which the points' real SRAM (`need`) then sorts out. Where the arena is elsewhere, the
-    SRAM holds few whole tensors and one run, counting them, serves."""
+    """Whether a pool none of whose proposals counting laid outputs fits tries those of a
+    run that lays none: where the SRAM holds the model's feature maps (the arena), a budget
+    counting laid whole tensors plan by plan can be short of what the allocation reaches.
+    Where the arena is elsewhere, the SRAM holds few whole tensors and one run serves."""
     return (
         options.cost_model == "vela"
         and options.enable_striping
         and memory.io_area == memory.cascade_area
     )
-
-
-def _merged(laid: CascadeResult, apart: CascadeResult, region: int) -> CascadeResult:
-    """Two runs' proposals as one list, smallest budget first (then fewest cycles, the first
-    run's first); the fastest within the region chosen."""
-    proposals = sorted(
-        [*laid.proposals, *apart.proposals], key=lambda p: (p.memory_usage, p.cycles)
-    )
-    under = [i for i, p in enumerate(proposals) if p.memory_usage < region]
-    chosen = min(under, key=lambda i: (proposals[i].cycles, i)) if under else 0
-    return CascadeResult(proposals, chosen, laid.seconds + apart.seconds)
 
 
 def _for(schedule: Schedule, memory: SystemMemory) -> Schedule:
