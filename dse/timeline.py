@@ -6,7 +6,8 @@ What a point reports as SRAM used is the extent of the SRAM area, the highest ad
 buffer reaches; so besides the buffers' bytes each step shows the free bytes below its
 highest live buffer (what the allocation leaves between buffers), and the peak of that top
 line is the point's `sram_used_bytes`. An output written over the input it replaces shares
-that input's addresses and is counted once."""
+that input's addresses, one laid over the input it consumes some of them: shared bytes are
+counted once."""
 
 from __future__ import annotations
 
@@ -107,11 +108,12 @@ def memory_timeline(schedule: Schedule, layer: Callable[[int], str]) -> Timeline
     for step in range(len(steps)):
         live.update(starting.get(step, ()))
         live = {i for i in live if buffers[i][0].last >= step}
-        held = _distinct(buffers[i][1] for i in live)
-        for buf in held:
-            series[buf.kind][step] += buf.size
+        counted = _counted(buffers[i][1] for i in live)
+        held = [buf for buf, _ in counted]
+        for buf, size in counted:
+            series[buf.kind][step] += size
         top[step] = max((b.address + b.size for b in held), default=0)
-        series[FREE][step] = max(top[step] - sum(b.size for b in held), 0)
+        series[FREE][step] = max(top[step] - sum(size for _, size in counted), 0)
         if top[step] > (top[peak[0]] if peak[0] >= 0 else -1):
             peak = (step, tuple(sorted(held, key=lambda b: b.address)))
     return Timeline(
@@ -125,18 +127,23 @@ def memory_timeline(schedule: Schedule, layer: Callable[[int], str]) -> Timeline
     )
 
 
-def _distinct(held) -> list[LiveBuffer]:
-    """One buffer per address: an output written over its input shares the input's bytes;
-    the kind listed first in KINDS names them."""
-    found: dict[int, LiveBuffer] = {}
-    for buf in held:
-        kept = found.get(buf.address)
-        if kept is None or (KINDS.index(buf.kind), -buf.size) < (
-            KINDS.index(kept.kind),
-            -kept.size,
-        ):
-            found[buf.address] = buf
-    return list(found.values())
+def _counted(held) -> list[tuple[LiveBuffer, int]]:
+    """Each live buffer with the bytes it adds to those of the buffers before it: an output
+    written over its input shares the input's bytes, one laid over its input some of them;
+    the kind listed first in KINDS (then the larger buffer) counts shared bytes. Buffers
+    adding none are left out."""
+    found: list[tuple[LiveBuffer, int]] = []
+    taken: list[tuple[int, int]] = []  # disjoint address ranges counted already
+    for buf in sorted(held, key=lambda b: (KINDS.index(b.kind), -b.size, b.address, b.name)):
+        lo, hi = buf.address, buf.address + buf.size
+        shared = sum(max(min(hi, end) - max(lo, start), 0) for start, end in taken)
+        if buf.size - shared > 0:
+            found.append((buf, buf.size - shared))
+        merged = [(start, end) for start, end in taken if end < lo or hi < start]
+        touching = [(start, end) for start, end in taken if not (end < lo or hi < start)]
+        merged.append((min([lo, *(a for a, _ in touching)]), max([hi, *(b for _, b in touching)])))
+        taken = merged
+    return found
 
 
 def _sram_buffers(schedule: Schedule, layer: Callable[[int], str]) -> dict[int, tuple]:

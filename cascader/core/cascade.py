@@ -44,11 +44,14 @@ def cascade(
     options: CascaderOptions,
     *,
     later_groups_first: bool = False,
+    lay_outputs: bool = True,
 ) -> CascadeResult:
     """Run the cascader on `graph`. `home_map` maps every tensor id to the names of the
     regions it may be homed in; `options.cascade_region` names the region cascades use.
     `later_groups_first` flips an order the original left unspecified (which of two
-    equal-cost proposals survives); see proposal_generation.plans_by_part."""
+    equal-cost proposals survives); see proposal_generation.plans_by_part. `lay_outputs`
+    False: the "vela" model counts no output laid over its input (`core.overlay`), whose
+    budgets the allocation may not reach."""
     if not caches_on():  # every run starts cold: nothing of an earlier run is read
         for part in graph.parts:
             forget_memos(part)
@@ -69,7 +72,7 @@ def cascade(
         # No names for the plan context and the closed plans: they are garbage once the
         # proposals exist, and freeing them before the collector resumes spares it a scan.
         proposals = generate_proposals(
-            generate_graph_plans(PlanContext(graph, regions, home_map, options)),
+            generate_graph_plans(PlanContext(graph, regions, home_map, options, lay_outputs)),
             graph.all_parts_mask,
             options.cascade_region,
             options.max_proposals,

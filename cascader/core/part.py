@@ -52,7 +52,8 @@ class Part(ABC):
       ties, and charges its `counted` sides.
     - Memory: `weight_tensor_idx` (the input slot of streamed weights, -1 if none),
       `weight_encoding` (a slot's bytes as buffered), `in_place_slots` (inputs the output
-      may be written over) and `double_buffers_whole_weights`.
+      may be written over), `rows_outermost` (whether a whole output may be laid over a
+      whole input read in row order, `core.overlay`) and `double_buffers_whole_weights`.
 
     The defaults are a device-neutral part's: no weights, no in-place output, one block
     config, every byte moved at its region's bandwidth, no per-command overhead."""
@@ -64,6 +65,10 @@ class Part(ABC):
     weight_tensor_idx: int = -1
     # The inputs an elementwise output may be written over (see `in_place_input`).
     in_place_slots: tuple[int, ...] = ()
+    # Whether the part's feature maps store rows outermost after the batch and its stripes
+    # write their own rows only, in order, so its whole output may be laid over rows of a
+    # whole input that no later stripe reads (`core.overlay`).
+    rows_outermost: bool = False
 
     def __init__(
         self,

@@ -8,7 +8,9 @@ from cascader.core.tensor_config import TensorConfig, TensorConfigState
 class Plan:
     """A group of parts (bitmask of part ids) scheduled as one cascade. `open_configs` are the
     INTERIOR configs still waiting to be joined to a neighbouring plan; a plan with none is
-    closed. `tensor_configs` keeps every config the plan was built from, in build order."""
+    closed. `tensor_configs` keeps every config the plan was built from, in build order.
+    `laid`: (input tensor id, offset) when the plan's memory counts its whole output laid
+    that far below that whole input (`core.overlay`), else None."""
 
     __slots__ = (
         "_boundary",
@@ -17,6 +19,7 @@ class Plan:
         "_tensor_configs",
         "cycles",
         "interior_region",
+        "laid",
         "memory_usage",
         "open_configs",
         "output_config",
@@ -33,8 +36,10 @@ class Plan:
         memory_usage: int,
         cycles: int,
         sources: tuple[Plan, Plan] | None = None,
+        laid: tuple[int, int] | None = None,
     ) -> None:
         self._tensor_configs = tensor_configs
+        self.laid = laid
         self._sources = sources
         self._open_without: dict[int, tuple[TensorConfig, ...]] | None = None
         self.open_configs = open_configs

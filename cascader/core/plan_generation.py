@@ -8,10 +8,12 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from cascader.core.overlay import overlay_offset, overlay_saving
 from cascader.core.pareto import cull_groups
-from cascader.core.part import BufferMode, Part
+from cascader.core.part import BufferMode, Part, in_place_input
 from cascader.core.plan import Plan
 from cascader.core.plan_context import PlanContext
+from cascader.core.single_plan_arrays import LaidInput, whole_memory
 from cascader.core.single_plans import SinglePlans, generate_single_plans
 from cascader.core.stripe_config import StripeConfig
 from cascader.core.stripe_generation import generate_output_stripe_configs
@@ -142,7 +144,10 @@ class _KeptTable:
     objects built on first use (most open plans never end up in a closed one). Entry i is
     single plan `single[i]` alone, or merged with entry `index[i]` of table `owners[i]`,
     into a plan of bucket `bucket[i]` ((part group, open configs) in `buckets`);
-    `shared[i]`, the ids (bits) of the tensors several parts read that it holds whole."""
+    `shared[i]`, the ids (bits) of the tensors several parts read that it holds whole;
+    `laid_tensor[i]`, `laid_offset[i]`: the input its memory counts its output laid over
+    (`core.overlay`: an output is laid over one input at most) and how far below, -1 if
+    none."""
 
     __slots__ = (
         "_cascade",
@@ -152,6 +157,8 @@ class _KeptTable:
         "buckets",
         "cycles",
         "index",
+        "laid_offset",
+        "laid_tensor",
         "memory",
         "outputs",
         "owners",
@@ -171,6 +178,8 @@ class _KeptTable:
         cycles: list[int],
         outputs: list[TensorConfig],
         shared: list[int],
+        laid_tensor: list[int],
+        laid_offset: list[int],
         cascade: str,
     ) -> None:
         self.buckets = buckets
@@ -182,6 +191,8 @@ class _KeptTable:
         self.cycles = cycles
         self.outputs = outputs
         self.shared = shared
+        self.laid_tensor = laid_tensor
+        self.laid_offset = laid_offset
         self._singles = singles
         self._cascade = cascade
         self._plans: list[Plan | None] = [None] * len(memory)
@@ -205,6 +216,9 @@ class _KeptTable:
                     self.memory[i],
                     self.cycles[i],
                     (single, join),
+                    (self.laid_tensor[i], self.laid_offset[i])
+                    if self.laid_tensor[i] >= 0
+                    else None,
                 )
             self._plans[i] = found
         return found
@@ -254,6 +268,8 @@ class _Joins:
         self.cycles = [0]
         self.outputs: list[TensorConfig | None] = [None]
         self.shared = [0]
+        self.laid_tensor = [-1]
+        self.laid_offset = [-1]
         self.runs: dict[TensorConfig, tuple[int, int]] = {}
         self.keys: dict[tuple[int, tuple[TensorConfig, ...]], int] = {(0, ()): 0}
         self.key = [0]
@@ -275,8 +291,50 @@ class _Joins:
                     self.cycles += table.cycles[first:last]
                     self.outputs += table.outputs[first:last]
                     self.shared += table.shared[first:last]
+                    self.laid_tensor += table.laid_tensor[first:last]
+                    self.laid_offset += table.laid_offset[first:last]
             found = self.runs[output] = (start, len(self.owners) - start)
         return found
+
+
+def _laid_savings(
+    laid: LaidInput,
+    single: np.ndarray,
+    join: np.ndarray,
+    outputs: list[TensorConfig | None],
+    done: np.ndarray,
+    cascade: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per candidate (a single plan merged with an open plan, `join` > 0), the bytes saved
+    by laying the merged plan's whole output over the single plan's whole input
+    (`core.overlay`), where the open plan does not lay it over another (`done`) nor may
+    write it in place of an input, and the offset it is laid at; a single plan alone
+    counted its own saving already."""
+    saved = np.zeros(len(single), dtype=np.int64)
+    at = np.full(len(single), -1, dtype=np.int64)
+    held = laid.bytes[single]
+    merged = np.flatnonzero((held > 0) & (join > 0) & ~done)
+    offsets: dict[tuple[TensorConfig, int], int] = {}
+    for i in merged.tolist():
+        output = outputs[join[i]]
+        if output is None or not whole_memory(output, cascade) or _written_in_place(output):
+            continue
+        stripe = int(laid.stripe[single[i]])
+        offset = offsets.get((output, stripe))
+        if offset is None:
+            offset = offsets[(output, stripe)] = overlay_offset(
+                output.stripe_configs[0], laid.stripes[stripe], output.tensor.size, int(held[i])
+            )
+        saved[i] = overlay_saving(offset, output.tensor.size, int(held[i]))
+        at[i] = offset
+    return saved, at
+
+
+def _written_in_place(output: TensorConfig) -> bool:
+    """Whether the op writing a plan's output may write it over one of its inputs
+    (`in_place_input`: the two then share one buffer, which nothing is laid over) or writes
+    more than its stripes' rows (not `rows_outermost`)."""
+    return any(in_place_input(p) >= 0 or not p.rows_outermost for p in output.tensor.producers)
 
 
 def _culled_buckets(
@@ -308,9 +366,20 @@ def _culled_buckets(
         # held whole by this part's plan and by the plan it joins: one buffer
         held = np.array([mask >> read.tensor_id & 1 for mask in joins.shared], dtype=bool)
         memory -= np.where(read.whole[single] & held[join], read.size, 0)
+    laid_tensor = np.array(joins.laid_tensor, dtype=np.int64)[join]
+    laid_offset = np.array(joins.laid_offset, dtype=np.int64)[join]
+    if singles.laid is not None:
+        found = singles.laid
+        saved, offsets = _laid_savings(found, single, join, joins.outputs, laid_tensor >= 0,
+                                       ctx.cascade)  # fmt: skip
+        memory -= saved
+        own = (join == 0) & (found.offset[single] >= 0)
+        laid_tensor = np.where((saved > 0) | own, found.tensor, laid_tensor)
+        laid_offset = np.where(saved > 0, offsets, np.where(own, found.offset[single], laid_offset))
     cycles = singles.cycles[single] + np.array(joins.cycles, dtype=np.int64)[join]
     fits = (memory < ctx.regions[ctx.cascade].size) | (join == 0)
     single, join, memory, cycles = single[fits], join[fits], memory[fits], cycles[fits]
+    laid_tensor, laid_offset = laid_tensor[fits], laid_offset[fits]
     key_count = len(joins.keys)
     pair = singles.open_input[single] * key_count + np.array(joins.key, dtype=np.int64)[join]
     n = len(pair)
@@ -381,6 +450,8 @@ def _culled_buckets(
             for i, j in zip(kept_single, kept_join, strict=True)
         ],
         shared,
+        laid_tensor[kept].tolist(),
+        laid_offset[kept].tolist(),
         ctx.cascade,
     )
     begin = 0

@@ -11,11 +11,15 @@ class Proposal:
     maps tensor id -> the BOUNDARY config of each tensor homed in the cascade region that the
     plans still need from outside; `input_size` is their summed tensor size. `elsewhere`
     maps every other feature map the plans read or write to the region they home it in, so
-    a plan homing one of them differently cannot join (U65: the SRAM or the DRAM arena)."""
+    a plan homing one of them differently cannot join (U65: the SRAM or the DRAM arena).
+    `drift` maps tensor id -> the bytes that must stay free below that tensor while it
+    lives: a plan laying its output over it (`Plan.laid`) puts the output that far below,
+    and a chain of such plans adds up (`proposal_generation`)."""
 
     __slots__ = (
         "cascade_region",
         "cycles",
+        "drift",
         "elsewhere",
         "input_configs",
         "input_size",
@@ -33,6 +37,7 @@ class Proposal:
         memory_usage: int,
         cycles: int,
         elsewhere: dict[int, str] | None = None,
+        drift: dict[int, int] | None = None,
     ) -> None:
         self.part_group = part_group
         self.plans = plans
@@ -42,6 +47,7 @@ class Proposal:
         self.memory_usage = memory_usage
         self.cycles = cycles
         self.elsewhere = elsewhere or {}
+        self.drift = drift or {}
 
     def __repr__(self) -> str:
         return (

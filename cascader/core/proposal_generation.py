@@ -14,11 +14,13 @@ class _PlanUse:
     configs, the tensors whose accounting it changes (`touched`) and the configs it puts
     among the proposal's inputs. Whether the plan can join a proposal, and the memory it
     adds beyond its own, depend on `touched` only (see `_joins`), so plans alike in it share
-    that work: `signature`."""
+    that work: `signature`. A plan laying its output over its input (`laid`) also holds the
+    bytes a proposal's later plans lay below that output (`Proposal.drift`)."""
 
     __slots__ = (
         "cycles",
         "elsewhere",
+        "laid",
         "memory_usage",
         "out_tensor",
         "overrides",
@@ -38,6 +40,7 @@ class _PlanUse:
         boundary = plan.boundary_configs
         self.overrides = {c.tensor.id: c for c in boundary if c.home_region == cascade}
         self.out_tensor = plan.output_config.tensor.id
+        self.laid = plan.laid
         # One home per tensor, the plan's last word on it: a part's plan also carries the
         # output configs tried before its own (the original's accumulation), which home the
         # same tensor elsewhere when it may live in two regions (U65: SRAM and the DRAM
@@ -62,10 +65,18 @@ class _PlanUse:
         }
         self.signature = frozenset(self.touched.items())
 
-    def add_to(self, proposal: Proposal, memory: int) -> Proposal:
+    def add_to(self, proposal: Proposal, memory: int, below: int) -> Proposal:
+        """`proposal` with this plan added, holding `memory` at its peak; `below`: the
+        bytes `proposal` lays below this plan's output."""
         configs = dict(proposal.input_configs)
         configs.update(self.overrides)
         configs.pop(self.out_tensor, None)
+        drift = proposal.drift
+        if self.laid is not None or self.out_tensor in drift:
+            drift = {k: v for k, v in drift.items() if k != self.out_tensor}
+            if self.laid is not None:
+                tensor, offset = self.laid
+                drift[tensor] = offset + below
         return Proposal(
             proposal.part_group | self.part_group,
             (*proposal.plans, self.plan),
@@ -74,6 +85,7 @@ class _PlanUse:
             memory,
             proposal.cycles + self.cycles,
             {**proposal.elsewhere, **self.elsewhere} if self.elsewhere else proposal.elsewhere,
+            drift,
         )
 
 
@@ -86,6 +98,7 @@ class _Residuals:
 
     __slots__ = (
         "_allowed",
+        "_drift",
         "_elsewhere",
         "_held",
         "_inputs",
@@ -106,6 +119,16 @@ class _Residuals:
         self._elsewhere: dict[int, np.ndarray | None] = {}
         self._allowed: dict[tuple[int, int], np.ndarray | None] = {}
         self._held: dict[tuple[int, int], np.ndarray | None] = {}
+        self._drift: dict[int, np.ndarray] = {}
+
+    def drift(self, tensor_id: int) -> np.ndarray:
+        """Per proposal, the bytes it lays below the tensor (`Proposal.drift`)."""
+        found = self._drift.get(tensor_id)
+        if found is None:
+            found = self._drift[tensor_id] = np.array(
+                [p.drift.get(tensor_id, 0) for p in self.proposals], dtype=np.int64
+            )
+        return found
 
     def homes(self, tensor_id: int, elsewhere: bool) -> np.ndarray | None:
         """Per proposal, the code of the region it homes the tensor in: among its homes
@@ -228,6 +251,7 @@ def generate_proposals(
         extras: list[np.ndarray] = []
         helds: list[np.ndarray] = []
         spents: list[np.ndarray] = []
+        belows: list[np.ndarray] = []
         for use in uses.get(group.bit_length() - 1, ()):
             rest = group & ~use.part_group
             residuals = memo.get(rest)
@@ -242,10 +266,14 @@ def generate_proposals(
                 joined = joins[key] = _joins(use, table)
             picked, extra, held, spent = joined
             if len(picked):
+                below = np.zeros(len(picked), dtype=np.int64)
+                if use.laid is not None:
+                    below = tables[rest].drift(use.out_tensor)[picked]
                 entries.append((use, residuals, picked))
-                extras.append(extra)
+                extras.append(extra + below)
                 helds.append(held)
                 spents.append(spent)
+                belows.append(below)
         if not entries:
             memo[group] = []
             return []
@@ -259,10 +287,12 @@ def generate_proposals(
         peaks = np.maximum(own_memory[entry_of] + np.concatenate(extras), np.concatenate(helds))
         spent_all = own_cycles[entry_of] + np.concatenate(spents)
         kept = pareto_cull(range(len(entry_of)), peaks, spent_all, max_proposals, disable_pareto)
+        below_all = np.concatenate(belows)
         result = []
         for i in kept:
             use, residuals, picked = entries[entry_of[i]]
-            result.append(use.add_to(residuals[picked[position[i]]], int(peaks[i])))
+            proposal = residuals[picked[position[i]]]
+            result.append(use.add_to(proposal, int(peaks[i]), int(below_all[i])))
         memo[group] = result
         return result
 

@@ -31,12 +31,27 @@ class SharedRead(NamedTuple):
     whole: np.ndarray
 
 
+class LaidInput(NamedTuple):
+    """The input (`tensor`) the part's whole output may be laid over (`core.overlay`), per
+    single plan: the bytes the plan holds of it whole in the cascade region (0: not whole),
+    its stripe config there, as an index into `stripes`, and the offset the plan's own
+    whole output is laid at below it (-1: not laid). A plan merged with the open plan
+    waiting for its output saves what the merged plan's whole output laid over it saves."""
+
+    tensor: int
+    bytes: np.ndarray
+    stripe: np.ndarray
+    stripes: list[StripeConfig]
+    offset: np.ndarray
+
+
 class SinglePlans:
     """A part's single plans in the original's order, as arrays: memory, cycles, and the
     output config and open input configs of each as an index into lists of the distinct
     ones; `shared`, the inputs other parts read too that some plans hold whole (only the
-    "vela" cost model tells). Plan objects are built on demand (`plan`): most single plans
-    only ever take part in candidates that are culled."""
+    "vela" cost model tells) and `laid`, the input an output may be laid over (the "vela"
+    model only). Plan objects are built on demand (`plan`): most single plans only ever
+    take part in candidates that are culled."""
 
     def __init__(
         self,
@@ -48,6 +63,7 @@ class SinglePlans:
         open_input: np.ndarray,
         build: Callable[[int], Plan],
         shared: tuple[SharedRead, ...] = (),
+        laid: LaidInput | None = None,
     ) -> None:
         self.memory = memory
         self.cycles = cycles
@@ -57,6 +73,7 @@ class SinglePlans:
         self.open_input = open_input
         self._build = build
         self.shared = shared
+        self.laid = laid
         self._plans: dict[int, Plan] = {}
 
     def __len__(self) -> int:

@@ -10,11 +10,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from cascader.core.overlay import overlaid_input, overlay_offset, overlay_saving
 from cascader.core.part import BufferMode, Part, in_place_input
 from cascader.core.plan import Plan
 from cascader.core.plan_context import PlanContext
 from cascader.core.single_plan_arrays import (
     INTERIOR,
+    LaidInput,
     SharedRead,
     SinglePlans,
     choice,
@@ -54,6 +56,7 @@ def vela_single_plans(
     output mode and area), for all of the part's at once."""
     weights = part.weight_tensor_idx
     fused = in_place_input(part)
+    laid = overlaid_input(part) if ctx.lay_outputs else -1
     slack = ctx.copy_slack(part) if weights >= 0 else 0.0
     encodings = [part.weight_encoding(slot) for slot in range(len(part.inputs))]
     rows = _VelaRows()
@@ -106,6 +109,17 @@ def vela_single_plans(
                 tiled_transfers.append(transfers)
             numbers.append(number)
         rows.add(layout, options, outs, kept, numbers, fused, cascade, part, output_stripe_config)
+        if laid >= 0:
+            rows.laid_over.append([whole_memory(o.config, cascade) for o in options[laid]])
+            rows.laid_offsets.append(
+                overlay_offset(
+                    output_stripe_config,
+                    input_stripe_configs[laid],
+                    part.output.size,
+                    part.inputs[laid].size,
+                )
+            )
+            rows.laid_stripes.append(input_stripe_configs[laid])
         rows.whole.append(
             [[whole_memory(o.config, cascade) > 0 for o in options[slot]] for slot in shared_slots]
         )
@@ -127,6 +141,19 @@ def vela_single_plans(
         memory_all -= np.minimum(
             np.array(rows.written_over, dtype=np.int64)[row_of, layout.picks[fused][combo_of]],
             output_memory,
+        )
+    laid_input = None
+    if laid >= 0:
+        laid_bytes = np.array(rows.laid_over, dtype=np.int64)[row_of, layout.picks[laid][combo_of]]
+        offsets = np.array(rows.laid_offsets, dtype=np.int64)[row_of]
+        saved = overlay_saving(offsets, output_memory, laid_bytes)
+        memory_all -= saved
+        laid_input = LaidInput(
+            part.inputs[laid].id,
+            laid_bytes,
+            row_of,
+            rows.laid_stripes,
+            np.where(saved > 0, offsets, -1),
         )
     part.prepare_block_costs([key[0] for key in tiled], [key[1] for key in tiled])
     cycles_all = _tiled_cycles(part, layout, tiled, tiled_transfers)[
@@ -150,6 +177,9 @@ def vela_single_plans(
             cascade,
             int(memory_all[index]),
             int(cycles_all[index]),
+            laid=None
+            if laid_input is None or laid_input.offset[index] < 0
+            else (laid_input.tensor, int(laid_input.offset[index])),
         )
 
     shared = tuple(
@@ -163,7 +193,15 @@ def vela_single_plans(
         for k, slot in enumerate(shared_slots)
     )
     return SinglePlans(
-        memory_all, cycles_all, list(rows.outputs), output_index, opens, open_index, build, shared
+        memory_all,
+        cycles_all,
+        list(rows.outputs),
+        output_index,
+        opens,
+        open_index,
+        build,
+        shared,
+        laid_input,
     )
 
 
@@ -176,8 +214,11 @@ class _VelaRows:
     set of open inputs' number (per class of `_VelaLayout.open_positions`). An elementwise
     output written over its input (`in_place_input`) takes no bytes of its own when both are
     held whole in the cascade region: per row, the bytes of each choice of that input it
-    would be written over. `whole`: per row, per input other parts read too, whether each
-    choice holds it whole in the cascade region."""
+    would be written over. A whole output laid over a whole input (`core.overlay`) saves
+    what `overlay_saving` says: per row, the offset its stripes need (`laid_offsets`), the
+    bytes of each choice of that input held whole (`laid_over`) and its stripe config
+    (`laid_stripes`). `whole`: per row, per input other parts read too, whether each choice
+    holds it whole in the cascade region."""
 
     def __init__(self) -> None:
         self.rows: list[tuple[list[list[TensorConfig]], list[TensorConfig]]] = []
@@ -190,6 +231,9 @@ class _VelaRows:
         self.output_memory: list[int] = []
         self.open_numbers: list[list[int]] = []
         self.written_over: list[list[int]] = []
+        self.laid_offsets: list[int] = []
+        self.laid_over: list[list[int]] = []
+        self.laid_stripes: list[StripeConfig] = []
         self.whole: list[list[list[bool]]] = []
         self.outputs: dict[TensorConfig, int] = {}
         self.open_inputs: dict[tuple[TensorConfig, ...], int] = {}

@@ -293,6 +293,8 @@ def _part(
         weight_compression=encoding[0],
         weight_stream_bytes=encoding[1],
         in_place_slots=_in_place_slots(op),
+        # A pad fills its whole output before its first stripe (`codegen.block_copy`).
+        rows_outermost=getattr(op, "ofm_fill", None) is None,
     )
 
 

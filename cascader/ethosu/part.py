@@ -152,6 +152,7 @@ class EthosuPart(Part):
         weight_compression: float = 1.0,
         weight_stream_bytes: int = 0,
         in_place_slots: tuple[int, ...] = (),
+        rows_outermost: bool = True,
     ) -> None:
         super().__init__(
             id, inputs, output, propagators, stripe_align_hint or tuple(output_quantum)
@@ -169,6 +170,9 @@ class EthosuPart(Part):
         self.weight_stream_bytes = int(weight_stream_bytes)
         # The inputs an elementwise output may be written over (see `in_place_input`).
         self.in_place_slots = tuple(in_place_slots)
+        # NHWC and NHCWB16 alike store rows outermost; False for an op that writes its
+        # whole output before its stripes (a pad's fill).
+        self.rows_outermost = rows_outermost
         self.op = op
         # NHCWB16 outputs have 5 axes with width at 3; NHWC has width at 2.
         self._height_idx, self._width_idx = (1, 3) if len(self.output_quantum) == 5 else (1, 2)

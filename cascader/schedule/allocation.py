@@ -4,17 +4,21 @@ live peak; the smallest extent wins."""
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import replace
 
 from ethosu.vela.hillclimb_allocation import allocate_live_ranges
 from ethosu.vela.live_range import LiveRange
 
+from cascader.core.overlay import overlaid_input
 from cascader.core.part import in_place_input
-from cascader.ir.schedule import Buffer, Step, Stripe
+from cascader.ir.boxes import Box
+from cascader.ir.schedule import Buffer, Copy, Step, Stripe
 from cascader.ir.units import ALIGN, align
 
 HILL_CLIMB_ITERATIONS = 1000
+BREAKING = ("latest", "least", "tight")  # the ways `_units` breaks chains, each tried
 
 
 def written_over(
@@ -58,14 +62,133 @@ def written_over(
     return over
 
 
-def allocate(buffers: list[Buffer], over: dict[int, int]) -> dict[str, int]:
+def overlays(
+    buffers: Sequence[Buffer],
+    steps: Sequence[Step],
+    parts: Sequence,
+    shared: set[int],
+    taken: dict[int, int],
+) -> dict[int, tuple[int, int]]:
+    """Output buffer -> (the input buffer it is laid over, how far above the output's start
+    that input sits): a plan's whole output written in row stripes over the whole input a
+    part of the plan reads in row order (`core.overlay.overlaid_input`, as the cascader
+    counts it), each stripe's rows landing only on rows that no later operation reads (nor
+    the operation itself), as an MCU planner lays a layer's output over its consumed input.
+    The output starts `offset` bytes below its input, the least that keeps every write
+    clear of the rows still to be read; kept where that saves bytes. Both are kernel-only
+    (a DMA runs beside the kernels, so a buffer a `Copy` reads or writes is never laid
+    over) and written stripe by stripe (not a pad's output, filled whole first), neither
+    is another's alias, the input is complete before the output's first
+    write and dead after its last read (the host reads no graph input later).
+    Conservative across the width and depth: a stripe writes or reads its rows' whole
+    bytes. An output laid over an input may have another output laid over it in turn.
+    `parts`: the cascader graph's; `taken`: the pairs `written_over` made, left alone."""
+    reads: dict[int, list[tuple[int, int]]] = {}  # buffer -> (step, first byte read)
+    writes: dict[int, list[tuple[int, int]]] = {}  # buffer -> (step, end byte written)
+    apart: set[int] = set()  # buffers a DMA touches, or written whole before their stripes
+    used: dict[int, int] = {}  # buffer -> the last step naming it as an input
+    plan_parts: dict[int, set[int]] = {}
+    for index, step in enumerate(steps):
+        if isinstance(step, Copy):
+            apart.update((step.source, step.dest))
+            continue
+        for box, buf, _ in step.ifms:
+            used[buf] = index
+            if not box.empty:  # a stripe of padding alone reads nothing
+                reads.setdefault(buf, []).append((index, _row_bytes(buffers[buf], box)[0]))
+        out = step.ofm_buffer
+        writes.setdefault(out, []).append((index, _row_bytes(buffers[out], step.ofm)[1]))
+        if not parts[step.part].rows_outermost:
+            apart.add(out)  # a pad's fill
+        plan_parts.setdefault(step.plan, set()).add(step.part)
+    whole = {buf.tensor: buf.index for buf in buffers if buf.kind == "tensor"}
+    plan_of = {step.ofm_buffer: step.plan for step in steps if isinstance(step, Stripe)}
+    paired = {*taken, *taken.values()}
+    laid_out: set[int] = set()  # outputs laid already
+    laid_under: set[int] = set()  # inputs an output is laid over already
+
+    def eligible(buf: Buffer) -> bool:
+        return (
+            buf.kind == "tensor"
+            and buf.index not in apart
+            and buf.index not in paired
+            and buf.tensor not in shared
+        )
+
+    # Per buffer read: its reads' steps and, per read, the least first byte read from there on.
+    pending: dict[int, tuple[list[int], list[int]]] = {}
+    for buf, found_reads in reads.items():
+        least, suffix = [], 1 << 62
+        for _, first in reversed(found_reads):
+            suffix = min(suffix, first)
+            least.append(suffix)
+        pending[buf] = ([j for j, _ in found_reads], least[::-1])
+    found: dict[int, tuple[int, int]] = {}
+    for out in sorted(writes, key=lambda b: writes[b][0][0]):
+        target = buffers[out]
+        if not eligible(target) or out in laid_out:
+            continue
+        written = writes[out]
+        start, stop = written[0][0], written[-1][0]
+        best: tuple[int, int, int] | None = None  # (saving, -source, offset)
+        sources = {
+            whole.get(parts[pid].inputs[slot].id, -1)
+            for pid in plan_parts[plan_of[out]]
+            if (slot := overlaid_input(parts[pid])) >= 0
+        }
+        for source in sorted(sources & pending.keys()):
+            read_steps, least = pending[source]
+            below = buffers[source]
+            if (
+                source == out
+                or read_steps[-1] < start
+                or read_steps[0] > stop
+                or below.last > used[source]
+                or source in laid_under
+                or not eligible(below)
+                or below.area != target.area
+                or max((j for j, _ in writes.get(source, ())), default=-1) >= start
+            ):
+                continue
+            offset = 0
+            for k, end in written:
+                at = bisect_left(read_steps, k)
+                if at < len(read_steps):
+                    offset = max(offset, end - least[at])
+            offset = align(offset)
+            saving = below.size + target.size - max(target.size, offset + below.size)
+            if saving > 0 and (best is None or (saving, -source) > best[:2]):
+                best = (saving, -source, offset)
+        if best is not None:
+            found[out] = (-best[1], best[2])
+            laid_out.add(out)
+            laid_under.add(-best[1])
+    return found
+
+
+def _row_bytes(buf: Buffer, box: Box) -> tuple[int, int]:
+    """The bytes of the whole rows a box covers in a whole-tensor buffer (a row is the
+    outermost stored axis after the batch in both layouts)."""
+    height = buf.frame[1] if len(buf.frame) == 4 else 1
+    row = buf.size // max(height, 1)
+    if len(buf.frame) != 4 or len(box.start) != 4:
+        return 0, buf.size
+    first = min(max(box.start[1], 0), height)
+    end = min(max(box.end[1], first), height)
+    return first * row, end * row
+
+
+def allocate(
+    buffers: list[Buffer], over: dict[int, int], laid: dict[int, tuple[int, int]] | None = None
+) -> dict[str, int]:
     """Addresses per area, each buffer at the lowest aligned address that overlaps no
     buffer live at the same time: first-fit in a few orders (largest first, longest-lived
     first, first-used first) and, when none reaches the live peak, Vela's hill-climb
     allocator from there; the smallest extent wins. A buffer in `over` (`written_over`) is
-    placed with the one it is written over. Sets every buffer's address; returns each
-    area's extent."""
-    extents: dict[str, int] = {}
+    placed with the one it is written over, as one live range. With `laid` (`overlays`),
+    first-fits largest first and latest-ending first are tried again with each chain of
+    laid buffers placed as one unit at their offsets (`_units`, chains broken three ways).
+    Sets every buffer's address; returns each area's extent."""
     members: dict[int, list[Buffer]] = {}
     for buf in buffers:
         base = buf.index
@@ -79,24 +202,127 @@ def allocate(buffers: list[Buffer], over: dict[int, int]) -> dict[str, int]:
         joined = replace(buffers[base], first=first, last=last)
         by_area.setdefault(joined.area, []).append(joined)
     orders = (
-        lambda b: (-b.size, b.first, b.index),
-        lambda b: (-(b.last - b.first + 1) * b.size, b.index),
-        lambda b: (b.first, -b.size, b.index),
+        lambda u: (-_span(u), u[0][0].first, u[0][0].index),
+        lambda u: (-sum((b.last - b.first + 1) * b.size for b, _ in u), u[0][0].index),
+        lambda u: (u[0][0].first, -_span(u), u[0][0].index),
     )
+    # A laid output sits below its input: placing later units first leaves it the room.
+    laid_order = (lambda u: (-max(b.last for b, _ in u), -_span(u), u[0][0].index),)
+    extents: dict[str, int] = {}
     for area, joined_buffers in by_area.items():
         ranges = sorted(joined_buffers, key=lambda b: b.index)
+        peak = _peak(ranges)
+        alone = [[(b, 0)] for b in ranges]
+        chained = [_units(ranges, laid, peak, way) for way in BREAKING] if laid else []
         candidates = []
-        for order in orders:
-            placed = dict((b.index, a) for b, a in _first_fit(sorted(ranges, key=order)))
-            candidates.append([placed[b.index] for b in ranges])
-        if _extent(ranges, min(candidates, key=lambda c: _extent(ranges, c))) > _peak(ranges):
-            candidates.append(_hill_climb(ranges, _peak(ranges)))
+        for units, tried in [(alone, orders)] + [
+            (units, (orders[0], *laid_order)) for units in chained if len(units) < len(alone)
+        ]:
+            for order in tried:
+                placed = _first_fit(sorted(units, key=order))
+                candidates.append([placed[b.index] for b in ranges])
+        if _extent(ranges, min(candidates, key=lambda c: _extent(ranges, c))) > peak:
+            candidates.append(_hill_climb(ranges, peak))
         best = min(candidates, key=lambda c: _extent(ranges, c))
         for joined, address in zip(ranges, best, strict=True):
             for buf in members[joined.index]:
                 buf.address = address
         extents[area] = _extent(ranges, best)
     return extents
+
+
+def _units(
+    ranges: list[Buffer], laid: dict[int, tuple[int, int]], limit: int, breaking: str
+) -> list[list[tuple[Buffer, int]]]:
+    """The buffers as units of (buffer, address above the unit's start): each chain of laid
+    buffers (an input, the output laid over it, the output laid over that, ...) one unit
+    at their offsets. Each output starts below its input, so a chain drifts down. A chain
+    is broken where a unit would span more than `limit` bytes ("latest", "least") or more
+    than its widest pair ("tight"), or where two of its buffers not laid over each other
+    would share bytes while both live: before the buffer that overflows ("latest"), or at
+    the pair of the fewest bytes live beside it while it overlaps, where keeping the two
+    apart costs least ("least", "tight")."""
+    by_index = {b.index: b for b in ranges}
+    source_of = {
+        out: (source, offset)
+        for out, (source, offset) in laid.items()
+        if out in by_index and source in by_index
+    }
+    out_of = {source: out for out, (source, _) in source_of.items()}
+    live = _live_bytes(ranges)
+    units: list[list[tuple[Buffer, int]]] = []
+    for head in ranges:
+        if head.index in source_of:
+            continue  # not a chain's first buffer
+        chain, shifts = [head], [0]
+        while chain[-1].index in out_of:
+            nxt = by_index[out_of[chain[-1].index]]
+            chain.append(nxt)
+            shifts.append(shifts[-1] - source_of[nxt.index][1])
+        # A pair's own span: the output and the input at its offset above.
+        pairs = [0] + [
+            max(chain[j].size, source_of[chain[j].index][1] + chain[j - 1].size)
+            for j in range(1, len(chain))
+        ]
+        first, i = 0, 1
+        while i < len(chain):
+            widest = min(limit, max(pairs[first + 1 : i + 1])) if breaking == "tight" else limit
+            if _fits(chain[first : i + 1], shifts[first : i + 1], widest):
+                i += 1
+                continue
+            # Break before the buffer that overflows, or where keeping the pair apart costs least.
+            cut = (
+                i
+                if breaking == "latest"
+                else min(range(first + 1, i + 1), key=lambda j: (_beside(live, chain, j), -j))
+            )
+            units.append(_unit(chain[first:cut], shifts[first:cut]))
+            first = cut
+            i = max(i, first + 1)
+        units.append(_unit(chain[first:], shifts[first:]))
+    return units
+
+
+def _unit(chain: list[Buffer], shifts: list[int]) -> list[tuple[Buffer, int]]:
+    low = min(shifts)
+    return [(b, s - low) for b, s in zip(chain, shifts, strict=True)]
+
+
+def _beside(live: list[int], chain: list[Buffer], j: int) -> int:
+    """The most bytes live while buffer j of a chain and the one it is laid over both are."""
+    return max(live[chain[j].first : chain[j - 1].last + 1], default=0)
+
+
+def _fits(chain: list[Buffer], shifts: list[int], limit: int) -> bool:
+    """Whether a stretch of a chain at its shifts spans at most `limit` bytes and shares
+    no bytes but between neighbours (a buffer and the one laid over it)."""
+    low = min(shifts)
+    high = max(s + b.size for b, s in zip(chain, shifts, strict=True))
+    if high - low > limit:
+        return False
+    return not any(
+        a.first <= b.last and b.first <= a.last and sa < sb + b.size and sb < sa + a.size
+        for i, (a, sa) in enumerate(zip(chain, shifts, strict=True))
+        for b, sb in zip(chain[i + 2 :], shifts[i + 2 :], strict=True)
+    )
+
+
+def _live_bytes(buffers: list[Buffer]) -> list[int]:
+    """Per step, the bytes of the buffers live then."""
+    end = max((b.last for b in buffers), default=-1) + 2
+    delta = [0] * end
+    for b in buffers:
+        delta[b.first] += b.size
+        delta[b.last + 1] -= b.size
+    live, total = [], 0
+    for change in delta[:-1]:
+        total += change
+        live.append(total)
+    return live
+
+
+def _span(unit: list[tuple[Buffer, int]]) -> int:
+    return max(s + b.size for b, s in unit)
 
 
 def _extent(buffers: list[Buffer], addresses: list[int]) -> int:
@@ -127,19 +353,25 @@ def _hill_climb(buffers: list[Buffer], target: int) -> list[int]:
     return [int(a) for a in allocate_live_ranges(ranges, HILL_CLIMB_ITERATIONS, target)]
 
 
-def _first_fit(buffers: list[Buffer]) -> list[tuple[Buffer, int]]:
-    """Each buffer in turn at the lowest aligned address free throughout its lifetime."""
+def _first_fit(units: list[list[tuple[Buffer, int]]]) -> dict[int, int]:
+    """Each unit (`_units`) in turn at the lowest aligned address where each of its buffers
+    is free throughout its lifetime; every buffer's address, by index."""
     placed: list[tuple[Buffer, int]] = []
-    for buf in buffers:
-        busy = sorted(
-            (address, address + other.size)
+    where: dict[int, int] = {}
+    for unit in units:
+        # Unit starts in (lo, hi) put one of its buffers over one placed and live with it.
+        blocked = [
+            (address - shift - buf.size, address + other.size - shift)
+            for buf, shift in unit
             for other, address in placed
             if other.first <= buf.last and buf.first <= other.last
-        )
-        address = 0
-        for lo, hi in busy:
-            if address + buf.size <= lo:
+        ]
+        start = 0
+        for lo, hi in sorted(blocked):
+            if start <= lo:
                 break
-            address = max(address, align(hi))
-        placed.append((buf, address))
-    return placed
+            start = max(start, align(hi))
+        for buf, shift in unit:
+            placed.append((buf, start + shift))
+            where[buf.index] = start + shift
+    return where

@@ -4,12 +4,13 @@ what a user compares a front's floor with to see how much is left to gain.
 The bound holds for every schedule the NPU can run, striped, cascaded, tiled in 2-D or not:
 a buffer is one allocation, so a tensor the network takes in is whole from the start until
 its last reader runs, and one it gives out is whole from its producer's first stripe to the
-end. While an op runs, those whole tensors live beside its smallest working set: one output
-quantum (`Part.stripe_align_hint`) and the input box each propagator maps it to, which is
-the whole input for an op reading all of it (a fully connected layer, a global pool). A
-copy (a concatenation's or a pad's block copy) moves each element once, so its smallest
-working set is one quantum each way, whatever box its propagator reads today. Constants
-are not counted: Ethos-U reads weights in place."""
+end (an output laid over the input it consumes shares that input's bytes: the two hold at
+least the larger). While an op runs, those whole tensors live beside its smallest working
+set: one output quantum (`Part.stripe_align_hint`) and the input box each propagator maps
+it to, which is the whole input for an op reading all of it (a fully connected layer, a
+global pool). A copy (a concatenation's or a pad's block copy) moves each element once, so
+its smallest working set is one quantum each way, whatever box its propagator reads today.
+Constants are not counted: Ethos-U reads weights in place."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cascader.core.graph import CascaderGraph
+from cascader.core.overlay import overlaid_input
 from cascader.core.part import Part
 from cascader.core.tensor import Tensor
 from cascader.ir.npu_ops import Identity
@@ -66,10 +68,20 @@ def sram_lower_bound(network: Network, io_in_memory: bool = True) -> SramLowerBo
         whole = {t.id: t for t, mask in held if mask >> part.id & 1}
         copy = isinstance(network.ops[part.id], Identity)
         working = _working_set(part, set(whole), copy)
-        total = sum(t.size for t in whole.values()) + working
+        total = sum(t.size for t in whole.values()) + working - _shared(part, whole)
         if total > best.bytes:
             best = SramLowerBound(total, part.id, tuple(sorted(whole)), working)
     return best
+
+
+def _shared(part: Part, whole: dict[int, Tensor]) -> int:
+    """Bytes two whole tensors may share while `part` runs: its output laid over the input
+    it consumes (`core.overlay`) takes at least the larger of the two, not both."""
+    slot = overlaid_input(part)
+    out, source = _root(part.output).id, _root(part.inputs[slot]).id if slot >= 0 else -1
+    if out in whole and source in whole:
+        return min(whole[out].size, whole[source].size)
+    return 0
 
 
 def _working_set(part: Part, whole: set[int], copy: bool) -> int:

@@ -5,12 +5,12 @@ points of it share: the cascader's runs, proposal schedules and the SRAM they re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from cascader.core.cascade import CascadeResult, cascade
 from cascader.core.options import CascaderOptions
-from cascader.core.proposal_generation import choose_proposal
 from cascader.ethosu.graph import graph_document
 from cascader.ethosu.memory import SystemMemory, system_memory
 from cascader.ethosu.weights import encoded_size
@@ -28,9 +28,10 @@ from cascader.schedule.policies import (
 
 __all__ = ["Point", "PointScheduler", "ProposalKey", "proposal_options"]
 
-# The cascader's budget of a proposal and the SRAM its schedule really takes differ by a few
-# KiB either way (encoded weight sizes, alignment, buffers the budget counts twice), so a pool
-# looks a little past the budget for a proposal that really fits, trying a few at most.
+# The cascader's budget of a proposal and the SRAM its schedule really takes differ (encoded
+# weight sizes, alignment, buffers the budget counts twice, outputs laid over inputs that the
+# allocation keeps apart), so a pool looks a little past the budget for a proposal that
+# really fits, and after a miss at the budgets short by as much, trying a few at most.
 _BUDGET_SLACK = 1.04
 _FIT_TRIES = 3
 
@@ -92,10 +93,15 @@ class PointScheduler:
         return (*memory.system, proposal_options(options), region)
 
     def proposals(
-        self, memory: SystemMemory, options: CascaderOptions, region_bytes: int
+        self,
+        memory: SystemMemory,
+        options: CascaderOptions,
+        region_bytes: int,
+        lay_outputs: bool = True,
     ) -> CascadeResult:
-        """The cascader's proposals for a cascade region of `region_bytes`."""
-        key = self.cascade_key(memory, options, region_bytes)
+        """The cascader's proposals for a cascade region of `region_bytes`, counting outputs
+        laid over the inputs they consume or not (`cascade`'s `lay_outputs`)."""
+        key = self._run_key(memory, options, region_bytes, lay_outputs)
         found = self.cascades.lookup(key)
         if found is not None:
             return found
@@ -103,11 +109,19 @@ class PointScheduler:
                                region_bytes, memory.vela_ini)  # fmt: skip
         document = graph_document(self.network.graph, region, proposal_options(options))
         try:
-            found = cascade(document.graph, document.regions, document.home_map, document.options)
+            found = cascade(document.graph, document.regions, document.home_map,
+                            document.options, lay_outputs=lay_outputs)  # fmt: skip
         except ValueError as error:  # no proposal covers the graph
             raise ScheduleError(f"the cascader made no schedule: {error}") from None
         self.cascades.keep(key, found)
         return found
+
+    def _run_key(
+        self, memory: SystemMemory, options: CascaderOptions, region: int, lay_outputs: bool
+    ) -> tuple:
+        """`cascade_key`, with a mark for a run that lays no outputs over their inputs."""
+        base = self.cascade_key(memory, options, region)
+        return base if lay_outputs else (*base, "apart")
 
     def schedule_key(
         self, memory: SystemMemory, result: CascadeResult, key: ProposalKey
@@ -181,34 +195,41 @@ class PointScheduler:
         proposal_region_bytes: int | None = None,
     ) -> tuple[CascadeResult, ProposalKey]:
         """The proposals with the one chosen for the pool, and the key of its schedule: the
-        cascader's own choice (the fastest within its budget) if its schedule really fits,
-        else the fastest of the next few near the pool that does; when none fits, the one of
-        the smallest few that really needs least, so an infeasible point reports the least
-        SRAM any schedule needs."""
+        fastest within its budget if its schedule really fits, else the fastest one a little
+        past the pool if that one does, else the fastest of those whose budgets, short by as
+        much as the last one tried, would fit; a few tries at most. Where none of the
+        proposals counting laid outputs fits and `_hedged`, the same among the proposals of
+        a run that lays none. When none fits, the one of the smallest few that really needs
+        least, so an infeasible point reports the least SRAM any schedule needs."""
         region = proposal_region_bytes or memory.sram_bytes
-        generated = self.proposals(memory, options, region)
-        props = generated.proposals
         pool = memory.sram_bytes
-        base = self.cascade_key(memory, options, region)
-        first = choose_proposal(props, pool)
-        near = sorted(
-            (
-                i
-                for i, p in enumerate(props)
-                if i != first and p.memory_usage <= pool * _BUDGET_SLACK
+        tried: list[tuple[CascadeResult, ProposalKey]] = []
+        for lay_outputs in (True, False) if _hedged(memory, options) else (True,):
+            generated = self.proposals(memory, options, region, lay_outputs)
+            props = generated.proposals
+            base = self._run_key(memory, options, region, lay_outputs)
+
+            def need(index: int, generated=generated, base=base) -> int:
+                return self.need(memory, generated, ProposalKey(base, index))
+
+            found, missed = _fitting(props, list(range(len(props))), pool, need)
+            if found is not None:
+                return replace(generated, chosen_index=found), ProposalKey(base, found)
+            smallest = sorted(range(len(props)), key=lambda i: (props[i].memory_usage, i))
+            tried += [
+                (generated, ProposalKey(base, i))
+                for i in dict.fromkeys([*missed, *smallest[:_FIT_TRIES]])
+            ]
+        generated, key = min(
+            tried,
+            key=lambda t: (
+                self.need(memory, t[0], t[1]),
+                t[0].proposals[t[1].index].cycles,
+                len(t[1].run),
+                t[1].index,
             ),
-            key=lambda i: (props[i].cycles, i),
         )
-        tried = [first, *near][:_FIT_TRIES]
-        for index in tried:
-            if self.need(memory, generated, ProposalKey(base, index)) <= pool:
-                return replace(generated, chosen_index=index), ProposalKey(base, index)
-        smallest = sorted(range(len(props)), key=lambda i: (props[i].memory_usage, i))[:_FIT_TRIES]
-        index = min(
-            dict.fromkeys([*tried, *smallest]),
-            key=lambda i: (self.need(memory, generated, ProposalKey(base, i)), props[i].cycles, i),
-        )
-        return replace(generated, chosen_index=index), ProposalKey(base, index)
+        return replace(generated, chosen_index=key.index), key
 
     def chosen_point(self, memory: SystemMemory, result: CascadeResult, key: ProposalKey) -> Point:
         """The point of the proposal `chosen` picked (`key`, naming `result.chosen_index`)."""
@@ -244,6 +265,51 @@ class PointScheduler:
             schedule = _for(schedule, memory)
             return Point(memory, None, schedule, schedule.sram_bytes <= memory.sram_bytes)
         return self.chosen_point(memory, *self.chosen(memory, options, proposal_region_bytes))
+
+
+def _fitting(
+    props: list, among: list[int], pool: int, need: Callable[[int], int]
+) -> tuple[int | None, list[int]]:
+    """The proposal of `among` (indices into `props`) `PointScheduler.chosen` takes for a
+    pool, None if none of its tries fits; and the ones it tried that did not fit."""
+    under = [i for i in among if props[i].memory_usage < pool]
+    index = min(under, key=lambda i: (props[i].cycles, i)) if under else min(among)
+    above = [
+        i
+        for i in among
+        if props[i].cycles < props[index].cycles and props[i].memory_usage <= pool * _BUDGET_SLACK
+    ]
+    # The cascader's choice, the fastest a little past the pool, then ever smaller ones.
+    later = [min(above, key=lambda i: (props[i].cycles, i))] if above else []
+    limit = pool * _BUDGET_SLACK
+    tried: list[int] = []
+    while len(tried) < _FIT_TRIES:
+        found = need(index)
+        if found <= pool:
+            return index, tried
+        tried.append(index)
+        if later:
+            index = later.pop()
+            continue
+        # The fastest whose budget, were it short by as much as this one's, would fit.
+        limit = min(limit, props[index].memory_usage * pool / found)
+        near = [i for i in among if i not in tried and props[i].memory_usage <= limit]
+        if not near:
+            break
+        index = min(near, key=lambda i: (props[i].cycles, i))
+    return None, tried
+
+
+def _hedged(memory: SystemMemory, options: CascaderOptions) -> bool:
+    """Whether a pool none of whose proposals counting laid outputs fits tries those of a
+    run that lays none: where the SRAM holds the model's feature maps (the arena), a budget
+    counting laid whole tensors plan by plan can be short of what the allocation reaches.
+    Where the arena is elsewhere, the SRAM holds few whole tensors and one run serves."""
+    return (
+        options.cost_model == "vela"
+        and options.enable_striping
+        and memory.io_area == memory.cascade_area
+    )
 
 
 def _for(schedule: Schedule, memory: SystemMemory) -> Schedule:

@@ -13,7 +13,7 @@ from cascader.ir.errors import ScheduleError
 from cascader.ir.layout import feature_map_bytes
 from cascader.ir.npu_ops import Conv2D
 from cascader.ir.schedule import Schedule
-from cascader.schedule.allocation import allocate, written_over
+from cascader.schedule.allocation import allocate, overlays, written_over
 from cascader.schedule.blocks import op_cycles, whole_op_block
 from cascader.schedule.builder import Builder, graph_io, tensor_shape
 from cascader.schedule.network import Network
@@ -86,7 +86,8 @@ def _allocated(builder: Builder) -> Schedule:
     shared = set(builder.alias.values())  # tensors whose buffer others write too
     parts = builder.net.graph.parts
     over = written_over(builder.buffers, builder.steps, parts, shared, builder.graph_io)
-    extents = allocate(builder.buffers, over)
+    laid = overlays(builder.buffers, builder.steps, parts, shared, over)
+    extents = allocate(builder.buffers, over, laid)
     return Schedule(
         builder.net,
         builder.memory,

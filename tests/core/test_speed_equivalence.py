@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from cascader.core.floats import f32
 from cascader.core.memory_region import MemoryRegion
+from cascader.core.overlay import overlaid_input, overlay_offset, overlay_saving
 from cascader.core.pareto import cull_plans
 from cascader.core.part import BufferMode, in_place_input
 from cascader.core.plan_context import PlanContext, per_cycle
@@ -245,11 +246,13 @@ def _plain_vela_single_plans(part, configs, ctx):
     """(memory, cycles, tensor configs, open configs, output config) of every single plan
     under the "vela" cost model, one plan at a time: the op's cost asked per plan. A lone
     convolution in one stripe overlaps its weight copies with its compute; an elementwise
-    output written over an input held whole in the cascade region takes no bytes of its own."""
+    output written over an input held whole in the cascade region takes no bytes of its own,
+    and one laid over the input it consumes in row order saves what `core.overlay` says."""
     cascade, plans = ctx.cascade, []
     weights = part.weight_tensor_idx
     slack = ctx.copy_slack(part) if weights >= 0 else 0.0
     fused = in_place_input(part)
+    laid = overlaid_input(part)
     for config in configs:
         overlapped = part.double_buffers_whole_weights and math.prod(config.stripes) == 1
         outputs = ctx.output_configs(config, part.output)
@@ -294,6 +297,16 @@ def _plain_vela_single_plans(part, configs, ctx):
                     source = inputs[fused]
                     if source.home_region == cascade and source.state == BOUNDARY:
                         memory -= min(source.tensor.size, out.tensor.size)
+                if laid >= 0 and boundary:
+                    source = inputs[laid]
+                    if source.home_region == cascade and source.state == BOUNDARY:
+                        offset = overlay_offset(
+                            config,
+                            part.input_stripe_configs(config)[laid],
+                            out.tensor.size,
+                            source.tensor.size,
+                        )
+                        memory -= int(overlay_saving(offset, out.tensor.size, source.tensor.size))
                 open_configs = (*opens, out) if out.state == INTERIOR else opens
                 plans.append((memory, cycles, tensor_configs, open_configs, out))
     return plans

@@ -1,0 +1,74 @@
+"""A part's whole output laid over the whole input it reads in row order: each output stripe
+lands on input rows no later stripe reads, as an MCU memory planner lays a layer's output over
+its consumed input. What the "vela" model saves by it, from the stripe configs; the schedule's
+allocation (`schedule.allocation.overlays`) decides it again from the steps themselves."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cascader.core.part import Part, in_place_input
+from cascader.core.stripe_config import StripeConfig
+
+ROWS = 1  # the height axis, outermost after the batch in every stored layout
+
+
+def overlaid_input(part: Part) -> int:
+    """The input slot whose whole buffer the part's whole output may be laid over, -1 if
+    none: a device's part that stores rows outermost (`Part.rows_outermost`), writing no
+    output in place of an input (`in_place_input`) and whose output no reshape aliases nor
+    a consumer writes its own output over (that output shares its buffer: the schedule
+    places the two as one), the first feature-map input that this part alone reads and
+    one op (or the host) writes, not in place of one of its own inputs."""
+    if not part.rows_outermost or part.in_line or in_place_input(part) >= 0:
+        return -1
+    for consumer in part.output.consumers:
+        slot = in_place_input(consumer)
+        if consumer.in_line or (slot >= 0 and consumer.inputs[slot] is part.output):
+            return -1
+    for slot, tensor in enumerate(part.inputs):
+        if slot == part.weight_tensor_idx or tensor.is_constant:
+            continue
+        producers = tensor.producers
+        if (
+            len(producers) <= 1
+            and not any(p.in_line or in_place_input(p) >= 0 for p in producers)
+            and tensor.consumers == [part]
+        ):
+            return slot
+    return -1
+
+
+def overlay_offset(
+    output: StripeConfig, input: StripeConfig, output_bytes: int, input_bytes: int
+) -> int:
+    """How far below the input's start the output must begin so that no stripe writes rows
+    that it or a later stripe reads, or -1 when the stripes do not run in row order (no
+    rows, one stripe of rows, or another striped axis looped outside the rows). A stripe is
+    taken to write and read its rows' whole bytes."""
+    if len(output.shape) < 4 or len(input.shape) < 4:
+        return -1  # no rows: a vector
+    count = output.stripes[ROWS]
+    if count <= 1 or input.stripes[ROWS] != count:
+        return -1
+    outer = output.order[ROWS]
+    if any(o and o < outer and n > 1 for o, n in zip(output.order, output.stripes, strict=True)):
+        return -1
+    out_height, in_height = output.extent[ROWS], input.extent[ROWS]
+    out_row, in_row = output_bytes / out_height, input_bytes / in_height
+    offset = 0.0
+    for k in range(count):
+        written = output.offset[ROWS] + k * output.strides[ROWS] + output.shape[ROWS]
+        written = min(written, out_height)
+        read = min(max(input.offset[ROWS] + k * input.strides[ROWS], 0), in_height)
+        offset = max(offset, written * out_row - read * in_row)
+    return int(-(-offset // 1))
+
+
+def overlay_saving(offset, output_bytes, input_bytes):
+    """Bytes saved by laying an output of `output_bytes` `offset` bytes below an input of
+    `input_bytes` (both held whole; 0 bytes: not held whole) instead of apart; 0 where
+    `offset` is -1. Scalars or numpy arrays alike."""
+    saved = input_bytes + output_bytes - np.maximum(output_bytes, offset + input_bytes)
+    held = (offset >= 0) & (output_bytes > 0) & (input_bytes > 0)
+    return np.where(held, np.maximum(saved, 0), 0)
