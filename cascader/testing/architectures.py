@@ -11,6 +11,7 @@ of seconds), so `build_cached` keeps the bytes under `.cache/models/` (git ignor
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -200,7 +201,7 @@ def build_cached(name: str) -> Path:
     if not path.is_file():
         data = ARCHITECTURES[name]().build()
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".partial")
+        partial = path.with_suffix(f".{os.getpid()}.partial")  # one per process: test workers race
         partial.write_bytes(data)
         partial.replace(path)
     return path
