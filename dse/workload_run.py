@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 from concurrent.futures import wait
+from dataclasses import replace
 from pathlib import Path
 
 from optuna.trial import FrozenTrial, TrialState
@@ -33,7 +34,7 @@ from dse.evaluators import make_evaluator
 from dse.objective import Evaluator
 from dse.phases import say
 from dse.scoring_pool import ScoringPool, settings_key
-from dse.space import SearchSpace
+from dse.space import DesignPoint, SearchSpace, align_down
 from dse.study import StudySettings, create_or_continue, default_storage, open_storage
 from dse.tickets import issue, mark_interrupted, resumed_tickets
 from dse.workload import WORKLOAD_ATTR, Workload, accelerators_of, from_command_line, from_file
@@ -109,7 +110,8 @@ class Picker:
     """Takes each study's up-front tickets evenly (the study with fewest trials done first),
     then spends `extra` trials one at a time on the studies of the models that decide each
     configuration's answer: the model needing the most SRAM to meet its budget, or a model
-    meeting it nowhere yet (more trials there move the answer; elsewhere they cannot). It
+    meeting it nowhere yet (more trials there move the answer; elsewhere they cannot), each
+    trial an answer probe while one is left, else the sampler's. It
     follows the results as they come (`observe`), so choosing reads no storage."""
 
     def __init__(self, runs: list[StudyRun], attrs: dict[str, dict], extra: int) -> None:
@@ -119,6 +121,8 @@ class Picker:
             r.study.study_name: r.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
             for r in runs
         }
+        # The answer probes asked (`_answer_probe`): kinds by index, per study and pool.
+        self.asked: dict[tuple[str, int], set[int]] = {}
 
     def observe(self, run: StudyRun, trial: FrozenTrial) -> None:
         self.done[run.study.study_name].append(trial)
@@ -141,10 +145,37 @@ class Picker:
         if not ready:
             return None
         run = min(ready, key=lambda r: r.done)
-        issue(run.study, 1, None, by="workload")
+        need = next(f.need() for _, f in fronts if f.study == run.study.study_name)
+        issued = 0
+        while not issued and (probe := self._answer_probe(run, need)) is not None:
+            issued = issue(run.study, 1, [probe], by="workload")  # 0: run or queued already
+        if not issued:
+            issue(run.study, 1, None, by="workload")
         run.out_of_tickets = False
         self.extra -= 1
         return run
+
+    def _answer_probe(self, run: StudyRun, need: int | None) -> dict | None:
+        """The deciding study's next answer probe: each kind of schedule (the seed kinds,
+        then Vela's compiler) at one unit under the SRAM at which the model now meets its
+        budget, each asked once per such SRAM. A kind that meets the budget there moves the
+        answer down, and the sampler and the front steps find such a kind only by chance
+        where the front crowds near the budget. None when every kind was asked there, or
+        nothing meets the budget yet."""
+        if need is None:
+            return None
+        pool = align_down(need - 1)
+        if pool < run.space.low:
+            return None
+        kinds = [*run.space.seed_kinds()]
+        if "vela" in run.space.producers:
+            kinds.append(DesignPoint(0, producer="vela"))
+        asked = self.asked.setdefault((run.study.study_name, pool), set())
+        for index, kind in enumerate(kinds):
+            if index not in asked:
+                asked.add(index)
+                return run.space.params_of(replace(kind, sram_pool_bytes=pool))
+        return None
 
 
 def _probe_floors(

@@ -272,7 +272,8 @@ def _fitting(
 ) -> tuple[int | None, list[int]]:
     """The proposal of `among` (indices into `props`) `PointScheduler.chosen` takes for a
     pool, None if none of its tries fits; and the ones it tried that did not fit."""
-    under = [i for i in among if props[i].memory_usage < pool]
+    # A budget equal to the pool fits it: a front point rebuilds at a pool of its own SRAM.
+    under = [i for i in among if props[i].memory_usage <= pool]
     index = min(under, key=lambda i: (props[i].cycles, i)) if under else min(among)
     above = [
         i
