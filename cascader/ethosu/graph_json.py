@@ -1,6 +1,7 @@
 """Graph JSON parts of kind "ethosu": an NPU operation's output quantum, sub-kernels, weight
-input and valid block configs, read into an EthosuPart. `load_graph` and `ethosu_graph_from_json`
-read a graph whose parts are the Ethos-U's."""
+input, valid block configs and, only where false (a pad), `rows_outermost`, read into an
+EthosuPart. `load_graph` and `ethosu_graph_from_json` read a graph whose parts are the
+Ethos-U's."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from cascader.core.graph_json import (
     fail,
     graph_from_json,
     read_dict,
+    read_flag,
     read_int,
     read_ints,
     read_list,
@@ -63,6 +65,7 @@ def read_ethosu_part(raw: dict, path: str, fields: PartFields) -> EthosuPart:
         weight,
         hint,
         str(raw.get("op", "")),
+        rows_outermost=read_flag(raw.get("rows_outermost", True), f"{path}.rows_outermost"),
     )
 
 

@@ -795,4 +795,6 @@ class EthosuPart(Part):
                 "block_configs": [b.to_json() for b in self.block_configs],
             }
         )
+        if not self.rows_outermost:  # a pad: written only where it differs from Ethos-U's
+            data["rows_outermost"] = False
         return data

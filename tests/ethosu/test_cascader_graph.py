@@ -43,6 +43,7 @@ from cascader.ir.npu_ops import (
 )
 from cascader.lowering.te import te_compute
 from cascader.reference.run import run_op
+from cascader.testing.networks import chain
 from cascader.testing.shared import shared_dir
 from dse.cli import main as dse_main
 
@@ -395,3 +396,18 @@ def test_weights_carry_their_encoding_and_the_vela_model_sees_every_block():
         ratios.append(part.weight_compression)
     assert more_blocks > 5
     assert max(ratios) > 1.2
+
+
+def test_a_pad_stays_unlaid_through_graph_json(tmp_path):
+    # A pad fills its whole output before its stripes, so no output may be laid over
+    # an input it reads; a graph study read from JSON must know that as the model's does.
+    model = tmp_path / "chain.tflite"
+    model.write_bytes(chain().build())
+    graph = build_cascader_graph(model_npu_functions(load_tflite(model)))
+    unlaid = [p.id for p in graph.parts if not p.rows_outermost]
+    assert unlaid and all(graph.parts[i].op == "identity" for i in unlaid)
+    memory = system_memory("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram", 65536)
+    path = tmp_path / "chain.json"
+    save_graph(graph_document(graph, memory), path)
+    loaded = load_graph(path).graph
+    assert [p.id for p in loaded.parts if not p.rows_outermost] == unlaid
