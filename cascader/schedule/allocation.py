@@ -186,9 +186,9 @@ def allocate(
     first, first-used first) and, when none reaches the live peak, Vela's hill-climb
     allocator from there; the smallest extent wins. A buffer in `over` (`written_over`) is
     placed with the one it is written over, as one live range. With `laid` (`overlays`),
-    first-fits largest first and latest-ending first are tried again with each chain of
-    laid buffers placed as one unit at their offsets (`_units`, chains broken three ways).
-    Sets every buffer's address; returns each area's extent."""
+    the first-fits are tried again, and latest-ending first, with each chain of laid
+    buffers placed as one unit at their offsets (`_units`, chains broken three ways). Sets
+    every buffer's address; returns each area's extent."""
     members: dict[int, list[Buffer]] = {}
     for buf in buffers:
         base = buf.index
@@ -216,7 +216,7 @@ def allocate(
         chained = [_units(ranges, laid, peak, way) for way in BREAKING] if laid else []
         candidates = []
         for units, tried in [(alone, orders)] + [
-            (units, (orders[0], *laid_order)) for units in chained if len(units) < len(alone)
+            (units, orders + laid_order) for units in chained if len(units) < len(alone)
         ]:
             for order in tried:
                 placed = _first_fit(sorted(units, key=order))
