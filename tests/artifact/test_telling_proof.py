@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ai_edge_litert import schema_py_generated as schema
-from proofs import proven
+from proofs import proven, small_options
 from sessions import session
 from test_firmware_tflite import SHARED, U55, U65
 
@@ -128,6 +128,21 @@ FLIPS = {
     "scale-bias": _flip_scale,
     "command-stream": _flip_ofm_zero_point,
 }
+
+
+# The two largest on U55 only: U65 runs the same kinds of cascade on the others.
+FLOORS = [(name, system) for name in BUILDER for system in (U55, U65)
+          if system is U55 or name not in ("resnet50_like", "efficientnet_b0_like")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "system"), FLOORS, ids=[f"{n}-{s[0][6:9]}" for n, s in FLOORS])
+def test_each_architecture_s_smallest_schedule_is_bit_exact(name: str, system: tuple) -> None:
+    """The kind of schedule a front's floor is (the `vela` model's smallest: 2-D tiles,
+    weights in place, outputs laid over the inputs they consume where the allocation finds
+    such pairs), at a pool under all of them, where outputs vary."""
+    cut, _ = cut_where_varying(_model(name), SAMPLES)
+    config = PointConfig(4096, small_options("vela", two_d=True), 1 << 20)
+    proven(session(cut, *system), config, SAMPLES)
 
 
 @pytest.mark.parametrize("flip", list(FLIPS))
