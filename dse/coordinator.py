@@ -20,6 +20,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 
 import optuna
+from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
 from dse.cache_stats import record
@@ -175,16 +176,23 @@ def _ask(runs: list[StudyRun], pick: Pick) -> tuple[StudyRun, optuna.Trial, Desi
 def _tell(
     run: StudyRun, trial: optuna.Trial, point: DesignPoint, future: Future, on_done: OnDone | None
 ) -> None:
+    # UpdateFinishedTrialError: another process found the trial's heartbeat late (a loaded
+    # machine), failed it as stale and queued its retry, which records the point instead.
     try:
         scored = future.result()
         values = run.recorder.finish(trial, point, scored.estimate, scored.seconds)
+    except UpdateFinishedTrialError:
+        return
     except KeyboardInterrupt:  # its point was scored, not recorded: a rerun runs it again
         _give_back(run, trial)
         raise
     except BaseException:
         run.study.tell(trial, state=TrialState.FAIL)
         raise
-    frozen = run.study.tell(trial, values)
+    try:
+        frozen = run.study.tell(trial, values)
+    except UpdateFinishedTrialError:
+        return
     run.done += 1
     if on_done is not None:
         on_done(run, frozen)
