@@ -64,3 +64,36 @@ def test_unscheduled_and_oversized_points_are_infeasible_trials(tmp_path: Path) 
     assert {t.number for t in pareto_front(study)} == {by_pool[256].number, by_pool[512].number}
     files = write_report(study, tmp_path / "report")
     assert (tmp_path / "report" / "front.png").stat().st_size > 0 and files
+
+
+def test_a_trial_failed_as_stale_while_scored_is_dropped_and_its_retry_runs(
+    tmp_path: Path,
+) -> None:
+    """On a loaded machine another process may find a trial's heartbeat late while this one
+    scores it, fail it and queue its retry: this process drops its result and goes on."""
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(
+        storage=open_storage(url, heartbeat=False), study_name="o", directions=["minimize"] * 2
+    )
+    study.set_user_attr(SETTINGS_ATTR, SETTINGS.to_json())
+    point = {"sram_units": 16384, **DesignPoint(0).cascader_options()}
+    assert issue(study, 1, [point], by="test") == 1
+    failed: list[int] = []
+
+    def failed_elsewhere_once(at: DesignPoint) -> Estimate:
+        if not failed:
+            other = optuna.load_study(study_name="o", storage=open_storage(url, heartbeat=False))
+            (running,) = other.get_trials(states=(optuna.trial.TrialState.RUNNING,))
+            other.tell(running.number, state=optuna.trial.TrialState.FAIL)
+            issue(other, 1, [point], by="retry")
+            failed.append(running.number)
+        return _score(at)
+
+    space = SearchSpace(SETTINGS.sram_min, SETTINGS.sram_max)
+    with ScoringPool(1, failed_elsewhere_once, lambda _settings: failed_elsewhere_once) as pool:
+        run_studies([study_run(study, SETTINGS, space, None, True)], pool)
+    states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
+    assert states == {
+        failed[0]: optuna.trial.TrialState.FAIL,
+        failed[0] + 1: optuna.trial.TrialState.COMPLETE,
+    }
