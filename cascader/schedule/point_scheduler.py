@@ -212,7 +212,7 @@ class PointScheduler:
             def need(index: int, generated=generated, base=base) -> int:
                 return self.need(memory, generated, ProposalKey(base, index))
 
-            found, missed = _fitting(props, list(range(len(props))), pool, need)
+            found, missed = _fitting(props, pool, need)
             if found is not None:
                 return replace(generated, chosen_index=found), ProposalKey(base, found)
             smallest = sorted(range(len(props)), key=lambda i: (props[i].memory_usage, i))
@@ -267,14 +267,13 @@ class PointScheduler:
         return self.chosen_point(memory, *self.chosen(memory, options, proposal_region_bytes))
 
 
-def _fitting(
-    props: list, among: list[int], pool: int, need: Callable[[int], int]
-) -> tuple[int | None, list[int]]:
-    """The proposal of `among` (indices into `props`) `PointScheduler.chosen` takes for a
-    pool, None if none of its tries fits; and the ones it tried that did not fit."""
+def _fitting(props: list, pool: int, need: Callable[[int], int]) -> tuple[int | None, list[int]]:
+    """The index of the proposal of `props` `PointScheduler.chosen` takes for a pool, None
+    if none of its tries fits; and the ones it tried that did not fit."""
+    among = range(len(props))
     # A budget equal to the pool fits it: a front point rebuilds at a pool of its own SRAM.
     under = [i for i in among if props[i].memory_usage <= pool]
-    index = min(under, key=lambda i: (props[i].cycles, i)) if under else min(among)
+    index = min(under, key=lambda i: (props[i].cycles, i)) if under else 0
     above = [
         i
         for i in among
