@@ -40,12 +40,20 @@ def overlaid_input(part: Part) -> int:
 
 
 def overlay_offset(
-    output: StripeConfig, input: StripeConfig, output_bytes: int, input_bytes: int
+    output: StripeConfig,
+    input: StripeConfig,
+    output_bytes: int,
+    input_bytes: int,
+    input_rows: int,
+    upward: bool = False,
 ) -> int:
     """How far below the input's start the output must begin so that no stripe writes rows
     that it or a later stripe reads, or -1 when the stripes do not run in row order (no
     rows, one stripe of rows, or another striped axis looped outside the rows). A stripe is
-    taken to write and read its rows' whole bytes."""
+    taken to write and read its rows' whole bytes. `input_rows`: the input tensor's height
+    (its stripe config's extent may count padding rows). `upward`: the stripes run in reverse row
+    order (the last rows first) and the output begins that far above the input's start, so
+    that a chain of laid outputs may turn back instead of drifting ever lower."""
     if len(output.shape) < 4 or len(input.shape) < 4:
         return -1  # no rows: a vector
     count = output.stripes[ROWS]
@@ -54,10 +62,15 @@ def overlay_offset(
     outer = output.order[ROWS]
     if any(o and o < outer and n > 1 for o, n in zip(output.order, output.stripes, strict=True)):
         return -1
-    out_height, in_height = output.extent[ROWS], input.extent[ROWS]
+    out_height, in_height = output.extent[ROWS], input_rows
     out_row, in_row = output_bytes / out_height, input_bytes / in_height
     offset = 0.0
     for k in range(count):
+        if upward:  # stripe k runs after every later one: it reads up to its last input row
+            first = min(max(output.offset[ROWS] + k * output.strides[ROWS], 0), out_height)
+            read = input.offset[ROWS] + k * input.strides[ROWS] + input.shape[ROWS]
+            offset = max(offset, min(max(read, 0), in_height) * in_row - first * out_row)
+            continue
         written = output.offset[ROWS] + k * output.strides[ROWS] + output.shape[ROWS]
         written = min(written, out_height)
         read = min(max(input.offset[ROWS] + k * input.strides[ROWS], 0), in_height)
@@ -65,10 +78,15 @@ def overlay_offset(
     return int(-(-offset // 1))
 
 
-def overlay_saving(offset, output_bytes, input_bytes):
+def overlay_saving(offset, output_bytes, input_bytes, upward=False):
     """Bytes saved by laying an output of `output_bytes` `offset` bytes below an input of
-    `input_bytes` (both held whole; 0 bytes: not held whole) instead of apart; 0 where
-    `offset` is -1. Scalars or numpy arrays alike."""
-    saved = input_bytes + output_bytes - np.maximum(output_bytes, offset + input_bytes)
+    `input_bytes` (`upward`: that far above its start) instead of apart, both held whole
+    (0 bytes: not held whole); 0 where `offset` is -1. Scalars or numpy arrays alike."""
+    span = (
+        np.maximum(input_bytes, offset + output_bytes)
+        if upward
+        else np.maximum(output_bytes, offset + input_bytes)
+    )
+    saved = input_bytes + output_bytes - span
     held = (offset >= 0) & (output_bytes > 0) & (input_bytes > 0)
     return np.where(held, np.maximum(saved, 0), 0)

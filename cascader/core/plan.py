@@ -10,7 +10,11 @@ class Plan:
     INTERIOR configs still waiting to be joined to a neighbouring plan; a plan with none is
     closed. `tensor_configs` keeps every config the plan was built from, in build order.
     `laid`: (input tensor id, offset) when the plan's memory counts its whole output laid
-    that far below that whole input (`core.overlay`), else None."""
+    that far below that whole input (`core.overlay`), else None. `laid_upward`: (offset,
+    extra bytes) when the plan may instead run its stripes in reverse row order with its
+    output that far above the input's start, the pair then spanning `extra` bytes more (or
+    fewer): a proposal turns a laid chain back up so that it does not drift ever lower
+    (`upward`, set on the copy a proposal takes, `turned`)."""
 
     __slots__ = (
         "_boundary",
@@ -20,10 +24,12 @@ class Plan:
         "cycles",
         "interior_region",
         "laid",
+        "laid_upward",
         "memory_usage",
         "open_configs",
         "output_config",
         "part_group",
+        "upward",
     )
 
     def __init__(
@@ -37,9 +43,12 @@ class Plan:
         cycles: int,
         sources: tuple[Plan, Plan] | None = None,
         laid: tuple[int, int] | None = None,
+        laid_upward: tuple[int, int] | None = None,
     ) -> None:
         self._tensor_configs = tensor_configs
         self.laid = laid
+        self.laid_upward = laid_upward
+        self.upward = False
         self._sources = sources
         self._open_without: dict[int, tuple[TensorConfig, ...]] | None = None
         self.open_configs = open_configs
@@ -55,6 +64,17 @@ class Plan:
             f"Plan(parts={self.part_ids}, memory={self.memory_usage}, cycles={self.cycles}, "
             f"open={len(self.open_configs)})"
         )
+
+    def turned(self) -> Plan:
+        """A copy of this plan running its stripes in reverse row order, its output laid
+        upward over its input (`laid_upward`)."""
+        assert self.laid_upward is not None, "only a plan that may run upward turns"
+        found = Plan(self.tensor_configs, self.open_configs, self.output_config,
+                     self.part_group, self.interior_region,
+                     self.memory_usage + self.laid_upward[1], self.cycles, None, self.laid,
+                     self.laid_upward)  # fmt: skip
+        found.upward = True
+        return found
 
     @property
     def sources(self) -> tuple[Plan, Plan] | None:

@@ -323,8 +323,9 @@ def _laid_savings(
         offset = offsets.get((output, stripe))
         if offset is None:
             offset = offsets[(output, stripe)] = overlay_offset(
-                output.stripe_configs[0], laid.stripes[stripe], output.tensor.size, int(held[i])
-            )
+                output.stripe_configs[0], laid.stripes[stripe], output.tensor.size, int(held[i]),
+                laid.rows,
+            )  # fmt: skip
         saved[i] = overlay_saving(offset, output.tensor.size, int(held[i]))
         at[i] = offset
     return saved, at

@@ -12,9 +12,10 @@ class Proposal:
     plans still need from outside; `input_size` is their summed tensor size. `elsewhere`
     maps every other feature map the plans read or write to the region they home it in, so
     a plan homing one of them differently cannot join (U65: the SRAM or the DRAM arena).
-    `drift` maps tensor id -> the bytes that must stay free below that tensor while it
-    lives: a plan laying its output over it (`Plan.laid`) puts the output that far below,
-    and a chain of such plans adds up (`proposal_generation`)."""
+    `drift` maps tensor id -> the bytes below that tensor's start and above its end that
+    the chain of outputs laid from it on takes: a plan laying its output over it
+    (`Plan.laid`) puts the output that far below (or, turned, above), and a chain of such
+    plans adds up (`proposal_generation`)."""
 
     __slots__ = (
         "cascade_region",
@@ -37,7 +38,7 @@ class Proposal:
         memory_usage: int,
         cycles: int,
         elsewhere: dict[int, str] | None = None,
-        drift: dict[int, int] | None = None,
+        drift: dict[int, tuple[int, int]] | None = None,
     ) -> None:
         self.part_group = part_group
         self.plans = plans

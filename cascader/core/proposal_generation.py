@@ -15,13 +15,16 @@ class _PlanUse:
     among the proposal's inputs. Whether the plan can join a proposal, and the memory it
     adds beyond its own, depend on `touched` only (see `_joins`), so plans alike in it share
     that work: `signature`. A plan laying its output over its input (`laid`) also holds the
-    bytes a proposal's later plans lay below that output (`Proposal.drift`)."""
+    bytes a proposal's later plans lay beyond that output (`Proposal.drift`, `chain`), and
+    may turn upward where that holds fewer (`Plan.laid_upward`)."""
 
     __slots__ = (
         "cycles",
         "elsewhere",
+        "in_size",
         "laid",
         "memory_usage",
+        "out_size",
         "out_tensor",
         "overrides",
         "part_group",
@@ -53,6 +56,8 @@ class _PlanUse:
         }
         sizes = {c.tensor.id: c.tensor.size for c in boundary}
         sizes[self.out_tensor] = plan.output_config.tensor.size
+        self.out_size = sizes[self.out_tensor]
+        self.in_size = 0 if self.laid is None else sizes.get(self.laid[0], 0)
         # Per tensor the plan touches: (its home or None, its size, whether a proposal's
         # input config of it is the plan's to account for).
         self.touched = {
@@ -65,27 +70,52 @@ class _PlanUse:
         }
         self.signature = frozenset(self.touched.items())
 
-    def add_to(self, proposal: Proposal, memory: int, below: int) -> Proposal:
-        """`proposal` with this plan added, holding `memory` at its peak; `below`: the
-        bytes `proposal` lays below this plan's output."""
+    def chain(self, below: np.ndarray, above: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Per residual proposal laying `below` and `above` bytes beyond this plan's output
+        (`Proposal.drift`): the bytes the chain adds beyond this plan's own pair, whether the
+        plan turns upward for it (where that adds fewer), and the chain's bytes below and
+        above the plan's input."""
+        ins, out = self.in_size, self.out_size
+        offset = self.laid[1]
+        top = max(ins, out - offset)  # the pair's top above the input's start
+        added = below + np.maximum(out - offset + above - top, 0)
+        drift = (offset + below, np.maximum(out - offset + above - ins, 0))
+        turn = np.zeros(len(below), dtype=bool)
+        if self.plan.laid_upward is not None:
+            up, extra = self.plan.laid_upward
+            top = max(ins, up + out)
+            added_up = np.maximum(below - up, 0) + np.maximum(up + out + above - top, 0) + extra
+            turn = added_up < added
+            added = np.where(turn, added_up, added)
+            drift = (
+                np.where(turn, np.maximum(below - up, 0), drift[0]),
+                np.where(turn, np.maximum(up + out + above - ins, 0), drift[1]),
+            )
+        return added, turn, *drift
+
+    def add_to(
+        self, proposal: Proposal, memory: int, drift: tuple[int, int], turn: bool
+    ) -> Proposal:
+        """`proposal` with this plan added (`turn`: its copy running upward), holding
+        `memory` at its peak; `drift`: the bytes the chain from this plan's input on lays
+        below and above it, when the plan is laid."""
         configs = dict(proposal.input_configs)
         configs.update(self.overrides)
         configs.pop(self.out_tensor, None)
-        drift = proposal.drift
-        if self.laid is not None or self.out_tensor in drift:
-            drift = {k: v for k, v in drift.items() if k != self.out_tensor}
+        drift_of = proposal.drift
+        if self.laid is not None or self.out_tensor in drift_of:
+            drift_of = {k: v for k, v in drift_of.items() if k != self.out_tensor}
             if self.laid is not None:
-                tensor, offset = self.laid
-                drift[tensor] = offset + below
+                drift_of[self.laid[0]] = drift
         return Proposal(
             proposal.part_group | self.part_group,
-            (*proposal.plans, self.plan),
+            (*proposal.plans, self.plan.turned() if turn else self.plan),
             configs,
             proposal.cascade_region,
             memory,
             proposal.cycles + self.cycles,
             {**proposal.elsewhere, **self.elsewhere} if self.elsewhere else proposal.elsewhere,
-            drift,
+            drift_of,
         )
 
 
@@ -119,14 +149,17 @@ class _Residuals:
         self._elsewhere: dict[int, np.ndarray | None] = {}
         self._allowed: dict[tuple[int, int], np.ndarray | None] = {}
         self._held: dict[tuple[int, int], np.ndarray | None] = {}
-        self._drift: dict[int, np.ndarray] = {}
+        self._drift: dict[int, np.ndarray] = {}  # tensor -> (below, above) x proposals
 
     def drift(self, tensor_id: int) -> np.ndarray:
-        """Per proposal, the bytes it lays below the tensor (`Proposal.drift`)."""
+        """Per proposal, the bytes it lays below and above the tensor (`Proposal.drift`):
+        an array of two rows."""
         found = self._drift.get(tensor_id)
         if found is None:
-            found = self._drift[tensor_id] = np.array(
-                [p.drift.get(tensor_id, 0) for p in self.proposals], dtype=np.int64
+            found = self._drift[tensor_id] = (
+                np.array([p.drift.get(tensor_id, (0, 0)) for p in self.proposals], dtype=np.int64)
+                .reshape(-1, 2)
+                .T
             )
         return found
 
@@ -251,7 +284,8 @@ def generate_proposals(
         extras: list[np.ndarray] = []
         helds: list[np.ndarray] = []
         spents: list[np.ndarray] = []
-        belows: list[np.ndarray] = []
+        turns: list[np.ndarray] = []
+        drifts: list[np.ndarray] = []
         for use in uses.get(group.bit_length() - 1, ()):
             rest = group & ~use.part_group
             residuals = memo.get(rest)
@@ -266,14 +300,19 @@ def generate_proposals(
                 joined = joins[key] = _joins(use, table)
             picked, extra, held, spent = joined
             if len(picked):
-                below = np.zeros(len(picked), dtype=np.int64)
+                turn = np.zeros(len(picked), dtype=bool)
+                drift = np.zeros((2, len(picked)), dtype=np.int64)
                 if use.laid is not None:
-                    below = tables[rest].drift(use.out_tensor)[picked]
+                    below, above = tables[rest].drift(use.out_tensor)[:, picked]
+                    added, turn, *beyond = use.chain(below, above)
+                    extra = extra + added
+                    drift = np.array(beyond, dtype=np.int64).reshape(2, -1)
                 entries.append((use, residuals, picked))
-                extras.append(extra + below)
+                extras.append(extra)
                 helds.append(held)
                 spents.append(spent)
-                belows.append(below)
+                turns.append(turn)
+                drifts.append(drift)
         if not entries:
             memo[group] = []
             return []
@@ -287,12 +326,14 @@ def generate_proposals(
         peaks = np.maximum(own_memory[entry_of] + np.concatenate(extras), np.concatenate(helds))
         spent_all = own_cycles[entry_of] + np.concatenate(spents)
         kept = pareto_cull(range(len(entry_of)), peaks, spent_all, max_proposals, disable_pareto)
-        below_all = np.concatenate(belows)
+        turn_all = np.concatenate(turns)
+        drift_all = np.concatenate(drifts, axis=1)
         result = []
         for i in kept:
             use, residuals, picked = entries[entry_of[i]]
             proposal = residuals[picked[position[i]]]
-            result.append(use.add_to(proposal, int(peaks[i]), int(below_all[i])))
+            drift = (int(drift_all[0, i]), int(drift_all[1, i]))
+            result.append(use.add_to(proposal, int(peaks[i]), drift, bool(turn_all[i])))
         memo[group] = result
         return result
 

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from cascader.core.overlay import overlaid_input, overlay_offset, overlay_saving
+from cascader.core.overlay import ROWS, overlaid_input, overlay_offset, overlay_saving
 from cascader.core.part import BufferMode, Part, in_place_input
 from cascader.core.plan import Plan
 from cascader.core.plan_context import PlanContext
@@ -117,6 +117,17 @@ def vela_single_plans(
                     input_stripe_configs[laid],
                     part.output.size,
                     part.inputs[laid].size,
+                    part.inputs[laid].shape[ROWS],
+                )
+            )
+            rows.laid_upward.append(
+                overlay_offset(
+                    output_stripe_config,
+                    input_stripe_configs[laid],
+                    part.output.size,
+                    part.inputs[laid].size,
+                    part.inputs[laid].shape[ROWS],
+                    upward=True,
                 )
             )
             rows.laid_stripes.append(input_stripe_configs[laid])
@@ -143,13 +154,21 @@ def vela_single_plans(
             output_memory,
         )
     laid_input = None
+    # Laid upward instead (`Plan.laid_upward`): the offset (-1: not) and the bytes it adds.
+    turn_offset = np.full(len(memory_all), -1, dtype=np.int64)
+    turn_extra = np.zeros(len(memory_all), dtype=np.int64)
     if laid >= 0:
         laid_bytes = np.array(rows.laid_over, dtype=np.int64)[row_of, layout.picks[laid][combo_of]]
         offsets = np.array(rows.laid_offsets, dtype=np.int64)[row_of]
         saved = overlay_saving(offsets, output_memory, laid_bytes)
         memory_all -= saved
+        upward = np.array(rows.laid_upward, dtype=np.int64)[row_of]
+        saved_upward = overlay_saving(upward, output_memory, laid_bytes, upward=True)
+        turn_offset = np.where((saved > 0) & (saved_upward > 0), upward, -1)
+        turn_extra = saved - saved_upward
         laid_input = LaidInput(
             part.inputs[laid].id,
+            part.inputs[laid].shape[ROWS],
             laid_bytes,
             row_of,
             rows.laid_stripes,
@@ -168,18 +187,21 @@ def vela_single_plans(
         o = int(out_of[index])
         output = row_outputs[o]
         open_configs = opens[int(open_index[index])]
+        combo = choice(configs, int(combo_of[index]))
+        not_laid = laid_input is None or laid_input.offset[index] < 0
         # The original appended every output config tried so far, not just this one.
         return Plan(
-            (*choice(configs, int(combo_of[index])), *row_outputs[: o + 1]),
+            (*combo, *row_outputs[: o + 1]),
             (*open_configs, output) if output.state == INTERIOR else open_configs,
             output,
             group,
             cascade,
             int(memory_all[index]),
             int(cycles_all[index]),
-            laid=None
-            if laid_input is None or laid_input.offset[index] < 0
-            else (laid_input.tensor, int(laid_input.offset[index])),
+            laid=None if not_laid else (laid_input.tensor, int(laid_input.offset[index])),
+            laid_upward=None
+            if not_laid or turn_offset[index] < 0 or not _turns(combo, output)
+            else (int(turn_offset[index]), int(turn_extra[index])),
         )
 
     shared = tuple(
@@ -205,6 +227,15 @@ def vela_single_plans(
     )
 
 
+def _turns(configs: tuple[TensorConfig, ...], output: TensorConfig) -> bool:
+    """Whether a single plan may run its stripes in reverse row order: it is its part's
+    whole plan (its output whole, no plan joins it) and every feature map it reads is whole
+    where it lives, not copied in stripe by stripe, so no stripe needs an earlier one."""
+    return output.state != INTERIOR and all(
+        c.tensor.is_constant or (not c.copy_tensor and c.state != INTERIOR) for c in configs
+    )
+
+
 class _VelaRows:
     """The rows of `vela_single_plans` (one per output stripe config planned), gathered for
     one set of array operations over all their plans: per row, its input and output configs,
@@ -217,8 +248,9 @@ class _VelaRows:
     would be written over. A whole output laid over a whole input (`core.overlay`) saves
     what `overlay_saving` says: per row, the offset its stripes need (`laid_offsets`), the
     bytes of each choice of that input held whole (`laid_over`) and its stripe config
-    (`laid_stripes`). `whole`: per row, per input other parts read too, whether each choice
-    holds it whole in the cascade region."""
+    (`laid_stripes`), and the offset laid upward instead (`laid_upward`). `whole`: per
+    row, per input other parts read too, whether each choice holds it whole in the cascade
+    region."""
 
     def __init__(self) -> None:
         self.rows: list[tuple[list[list[TensorConfig]], list[TensorConfig]]] = []
@@ -232,6 +264,7 @@ class _VelaRows:
         self.open_numbers: list[list[int]] = []
         self.written_over: list[list[int]] = []
         self.laid_offsets: list[int] = []
+        self.laid_upward: list[int] = []
         self.laid_over: list[list[int]] = []
         self.laid_stripes: list[StripeConfig] = []
         self.whole: list[list[list[bool]]] = []

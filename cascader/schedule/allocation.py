@@ -70,21 +70,22 @@ def overlays(
     taken: dict[int, int],
 ) -> dict[int, tuple[int, int]]:
     """Output buffer -> (the input buffer it is laid over, how far above the output's start
-    that input sits): a plan's whole output written in row stripes over the whole input a
-    part of the plan reads in row order (`core.overlay.overlaid_input`, as the cascader
-    counts it), each stripe's rows landing only on rows that no later operation reads (nor
-    the operation itself), as an MCU planner lays a layer's output over its consumed input.
-    The output starts `offset` bytes below its input, the least that keeps every write
-    clear of the rows still to be read; kept where that saves bytes. Both are kernel-only
-    (a DMA runs beside the kernels, so a buffer a `Copy` reads or writes is never laid
-    over) and written stripe by stripe (not a pad's output, filled whole first), neither
-    is another's alias, the input is complete before the output's first
-    write and dead after its last read (the host reads no graph input later).
-    Conservative across the width and depth: a stripe writes or reads its rows' whole
-    bytes. An output laid over an input may have another output laid over it in turn.
-    `parts`: the cascader graph's; `taken`: the pairs `written_over` made, left alone."""
-    reads: dict[int, list[tuple[int, int]]] = {}  # buffer -> (step, first byte read)
-    writes: dict[int, list[tuple[int, int]]] = {}  # buffer -> (step, end byte written)
+    that input sits; negative: below): a plan's whole output written in row stripes over the
+    whole input a part of the plan reads in row order (`core.overlay.overlaid_input`, as the
+    cascader counts it), each stripe's rows landing only on rows that no later operation
+    reads (nor the operation itself), as an MCU planner lays a layer's output over its
+    consumed input. Stripes running down the rows put the output below its input, stripes
+    running up (a plan laid upward, `Plan.upward`) above it, each the least distance that
+    keeps every write clear of the rows still to be read; kept where that saves bytes. Both
+    are kernel-only (a DMA runs beside the kernels, so a buffer a `Copy` reads or writes is
+    never laid over) and written stripe by stripe (not a pad's output, filled whole first),
+    neither is another's alias, the input is complete before the output's first write and
+    dead after its last read (the host reads no graph input later). Conservative across the
+    width and depth: a stripe writes or reads its rows' whole bytes. An output laid over an
+    input may have another output laid over it in turn. `parts`: the cascader graph's;
+    `taken`: the pairs `written_over` made, left alone."""
+    reads: dict[int, list[tuple[int, int, int]]] = {}  # buffer -> (step, first, end byte read)
+    writes: dict[int, list[tuple[int, int, int]]] = {}  # buffer -> (step, first, end written)
     apart: set[int] = set()  # buffers a DMA touches, or written whole before their stripes
     used: dict[int, int] = {}  # buffer -> the last step naming it as an input
     plan_parts: dict[int, set[int]] = {}
@@ -95,9 +96,9 @@ def overlays(
         for box, buf, _ in step.ifms:
             used[buf] = index
             if not box.empty:  # a stripe of padding alone reads nothing
-                reads.setdefault(buf, []).append((index, _row_bytes(buffers[buf], box)[0]))
+                reads.setdefault(buf, []).append((index, *_row_bytes(buffers[buf], box)))
         out = step.ofm_buffer
-        writes.setdefault(out, []).append((index, _row_bytes(buffers[out], step.ofm)[1]))
+        writes.setdefault(out, []).append((index, *_row_bytes(buffers[out], step.ofm)))
         if not parts[step.part].rows_outermost:
             apart.add(out)  # a pad's fill
         plan_parts.setdefault(step.plan, set()).add(step.part)
@@ -115,14 +116,16 @@ def overlays(
             and buf.tensor not in shared
         )
 
-    # Per buffer read: its reads' steps and, per read, the least first byte read from there on.
-    pending: dict[int, tuple[list[int], list[int]]] = {}
+    # Per buffer read: its reads' steps and, per read, the least first byte and the most end
+    # byte read from there on.
+    pending: dict[int, tuple[list[int], list[int], list[int]]] = {}
     for buf, found_reads in reads.items():
-        least, suffix = [], 1 << 62
-        for _, first in reversed(found_reads):
-            suffix = min(suffix, first)
-            least.append(suffix)
-        pending[buf] = ([j for j, _ in found_reads], least[::-1])
+        least, most, low, high = [], [], 1 << 62, 0
+        for _, first, end in reversed(found_reads):
+            low, high = min(low, first), max(high, end)
+            least.append(low)
+            most.append(high)
+        pending[buf] = ([j for j, _, _ in found_reads], least[::-1], most[::-1])
     found: dict[int, tuple[int, int]] = {}
     for out in sorted(writes, key=lambda b: writes[b][0][0]):
         target = buffers[out]
@@ -137,7 +140,7 @@ def overlays(
             if (slot := overlaid_input(parts[pid])) >= 0
         }
         for source in sorted(sources & pending.keys()):
-            read_steps, least = pending[source]
+            read_steps, least, most = pending[source]
             below = buffers[source]
             if (
                 source == out
@@ -147,18 +150,22 @@ def overlays(
                 or source in laid_under
                 or not eligible(below)
                 or below.area != target.area
-                or max((j for j, _ in writes.get(source, ())), default=-1) >= start
+                or max((j for j, _, _ in writes.get(source, ())), default=-1) >= start
             ):
                 continue
-            offset = 0
-            for k, end in written:
+            down = up = 0
+            for k, first, end in written:
                 at = bisect_left(read_steps, k)
                 if at < len(read_steps):
-                    offset = max(offset, end - least[at])
-            offset = align(offset)
-            saving = below.size + target.size - max(target.size, offset + below.size)
-            if saving > 0 and (best is None or (saving, -source) > best[:2]):
-                best = (saving, -source, offset)
+                    down = max(down, end - least[at])
+                    up = max(up, most[at] - first)
+            down, up = align(down), align(up)
+            for saving, offset in (
+                (below.size + target.size - max(target.size, down + below.size), down),
+                (below.size + target.size - max(below.size, up + target.size), -up),
+            ):
+                if saving > 0 and (best is None or (saving, -source) > best[:2]):
+                    best = (saving, -source, offset)
         if best is not None:
             found[out] = (-best[1], best[2])
             laid_out.add(out)
@@ -236,7 +243,8 @@ def _units(
 ) -> list[list[tuple[Buffer, int]]]:
     """The buffers as units of (buffer, address above the unit's start): each chain of laid
     buffers (an input, the output laid over it, the output laid over that, ...) one unit
-    at their offsets. Each output starts below its input, so a chain drifts down. A chain
+    at their offsets. An output running down its rows starts below its input, so a chain
+    of them drifts down; one running up turns it back (`overlays`). A chain
     is broken where a unit would span more than `limit` bytes ("latest", "least") or more
     than its widest pair ("tight"), or where two of its buffers not laid over each other
     would share bytes while both live: before the buffer that overflows ("latest"), or at
@@ -259,9 +267,9 @@ def _units(
             nxt = by_index[out_of[chain[-1].index]]
             chain.append(nxt)
             shifts.append(shifts[-1] - source_of[nxt.index][1])
-        # A pair's own span: the output and the input at its offset above.
+        # A pair's own span: the output and the input at its offset above (or below).
         pairs = [0] + [
-            max(chain[j].size, source_of[chain[j].index][1] + chain[j - 1].size)
+            _pair_span(chain[j].size, chain[j - 1].size, source_of[chain[j].index][1])
             for j in range(1, len(chain))
         ]
         first, i = 0, 1
@@ -281,6 +289,12 @@ def _units(
             i = max(i, first + 1)
         units.append(_unit(chain[first:], shifts[first:]))
     return units
+
+
+def _pair_span(output: int, input: int, offset: int) -> int:
+    """The bytes an output and the input it is laid over span, the input `offset` bytes
+    above the output's start (negative: below)."""
+    return max(output, offset + input) - min(0, offset)
 
 
 def _unit(chain: list[Buffer], shifts: list[int]) -> list[tuple[Buffer, int]]:

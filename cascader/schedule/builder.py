@@ -233,6 +233,8 @@ class Builder:
 
     def _run_plan(self, plan: Plan, plan_index: int) -> None:
         boxes, required_by_stripe = self._leanest_grid(plan, self._output_stripes(plan))
+        if plan.upward:  # a plan whose output is laid above its input runs its last rows first
+            boxes, required_by_stripe = boxes[::-1], required_by_stripe[::-1]
         # Blocks are chosen for the largest box a part is asked for; untrimmed, a rolling
         # part's consumers ask it for their whole window, which picks blocks that suit the
         # rows it computes per stripe better than its (largest) first stripe does.

@@ -67,12 +67,14 @@ class Plan:
     placements: dict[tuple[int, int], Placement]  # (part, input slot) -> placement
     outputs: dict[int, Placement]  # per part: its output's placement
     depth_slices: tuple[int, ...] = ()  # double-buffered weights: OFM depth slice bounds
+    upward: bool = False  # stripes in reverse row order, the output laid above its input
 
     def key(self) -> tuple:
         """Everything running the plan reads from it, hashable (the dicts as sorted items)."""
         return (self.parts, self.output_part, self.output_stripe,
                 tuple(sorted(self.stripe_configs.items())), tuple(sorted(self.placements.items())),
-                tuple(sorted(self.outputs.items())), self.depth_slices)  # fmt: skip
+                tuple(sorted(self.outputs.items())), self.depth_slices,
+                self.upward)  # fmt: skip
 
 
 def plan_from_proposal_plan(net: Network, plan, memory: SystemMemory) -> Plan:
@@ -141,7 +143,8 @@ def plan_from_proposal_plan(net: Network, plan, memory: SystemMemory) -> Plan:
     out_stripe = nhwc_stripe(
         out_config.stripe_configs[0], out_layout, net.ops[output_part].ofm.shape[3]
     )
-    return Plan(tuple(ids), output_part, out_stripe, stripe_configs, placements, outputs)
+    return Plan(tuple(ids), output_part, out_stripe, stripe_configs, placements, outputs,
+                upward=plan.upward)  # fmt: skip
 
 
 def _stripe_size(config: TensorConfig) -> int:
