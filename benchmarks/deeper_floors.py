@@ -17,7 +17,8 @@ point is more than 1% faster (a flat stretch of the front is no budget a user lo
 "Allocation" is the worst address peak over bytes live at once among the smallest
 schedules of a sweep's seed kinds (`dse.timeline`): what the allocator loses to gaps where
 a front starts. Each case's row is appended to `--partial` as it finishes, so a long run
-keeps what it measured.
+keeps what it measured; a row keeps its front's points and the trial options of each
+(`front_params`), so a point can be scheduled again.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ def measure(model: str, device: str, trials: int, seed: int | None = None) -> di
         "seconds": round(seconds, 1),
         "bound": bound,
         "front": [[sram, cycles] for sram, cycles, _ in front],
+        "front_params": [t.params for _, _, t in front],  # which options made each point
         "vela_size": min((m["sram_used_bytes"] for m in size), default=None),
         "vela_size_cycles": min((m["total_cycles"] for m in size), default=None),
         "allocation": allocation(path, DEVICES[device]),
