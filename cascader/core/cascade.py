@@ -9,6 +9,7 @@ from cascader.core.gc_pause import collector_paused
 from cascader.core.graph import CascaderGraph
 from cascader.core.memory_region import MemoryRegion
 from cascader.core.options import CascaderOptions
+from cascader.core.overlay import LAYINGS
 from cascader.core.plan_context import PlanContext
 from cascader.core.plan_generation import generate_graph_plans
 from cascader.core.proposal import Proposal
@@ -44,14 +45,17 @@ def cascade(
     options: CascaderOptions,
     *,
     later_groups_first: bool = False,
-    lay_outputs: bool = True,
+    laying: str = "turned",
 ) -> CascadeResult:
     """Run the cascader on `graph`. `home_map` maps every tensor id to the names of the
     regions it may be homed in; `options.cascade_region` names the region cascades use.
     `later_groups_first` flips an order the original left unspecified (which of two
-    equal-cost proposals survives); see proposal_generation.plans_by_part. `lay_outputs`
-    False: the "vela" model counts no output laid over its input (`core.overlay`), whose
-    budgets the allocation may not reach."""
+    equal-cost proposals survives); see proposal_generation.plans_by_part. `laying`: how
+    the "vela" model counts outputs laid over their inputs (`core.overlay.LAYINGS`; such
+    budgets the allocation may not reach, and a turned chain may pack worse beside the
+    chain before it)."""
+    if laying not in LAYINGS:
+        raise ValueError(f"laying = {laying!r}, but must be one of {', '.join(LAYINGS)}")
     if not caches_on():  # every run starts cold: nothing of an earlier run is read
         for part in graph.parts:
             forget_memos(part)
@@ -72,7 +76,7 @@ def cascade(
         # No names for the plan context and the closed plans: they are garbage once the
         # proposals exist, and freeing them before the collector resumes spares it a scan.
         proposals = generate_proposals(
-            generate_graph_plans(PlanContext(graph, regions, home_map, options, lay_outputs)),
+            generate_graph_plans(PlanContext(graph, regions, home_map, options, laying)),
             graph.all_parts_mask,
             options.cascade_region,
             options.max_proposals,

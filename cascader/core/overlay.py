@@ -11,6 +11,10 @@ from cascader.core.part import Part, in_place_input
 from cascader.core.stripe_config import StripeConfig
 
 ROWS = 1  # the height axis, outermost after the batch in every stored layout
+# How a cascader run counts outputs laid over their inputs: "turned", laid and, a single
+# plan, running upward where its chain then takes fewer bytes (`Plan.laid_upward`); "down",
+# laid with every stripe in row order; "apart", none laid.
+LAYINGS = ("turned", "down", "apart")
 
 
 def overlaid_input(part: Part) -> int:

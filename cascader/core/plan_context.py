@@ -125,9 +125,9 @@ class PlanContext:
     regions: dict[str, MemoryRegion]
     home_map: dict[int, list[str]]
     options: CascaderOptions
-    # Whether the "vela" model counts a whole output laid over the input it consumes
-    # (`core.overlay`); `cascade`'s `lay_outputs`.
-    lay_outputs: bool = True
+    # How the "vela" model counts a whole output laid over the input it consumes
+    # (`core.overlay.LAYINGS`); `cascade`'s `laying`.
+    laying: str = "turned"
     table: TensorConfigTable = field(default_factory=TensorConfigTable)
     _inputs: dict = field(default_factory=dict)
     _copy: dict = field(default_factory=dict)

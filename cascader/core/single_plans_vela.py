@@ -56,7 +56,8 @@ def vela_single_plans(
     output mode and area), for all of the part's at once."""
     weights = part.weight_tensor_idx
     fused = in_place_input(part)
-    laid = overlaid_input(part) if ctx.lay_outputs else -1
+    laid = overlaid_input(part) if ctx.laying != "apart" else -1
+    turns = ctx.laying == "turned"
     slack = ctx.copy_slack(part) if weights >= 0 else 0.0
     encodings = [part.weight_encoding(slot) for slot in range(len(part.inputs))]
     rows = _VelaRows()
@@ -200,7 +201,7 @@ def vela_single_plans(
             int(cycles_all[index]),
             laid=None if not_laid else (laid_input.tensor, int(laid_input.offset[index])),
             laid_upward=None
-            if not_laid or turn_offset[index] < 0 or not _turns(combo, output)
+            if not_laid or not turns or turn_offset[index] < 0 or not _turns(combo, output)
             else (int(turn_offset[index]), int(turn_extra[index])),
         )
 

@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 from cascader.core.cascade import CascadeResult, cascade
 from cascader.core.options import CascaderOptions
+from cascader.core.overlay import LAYINGS
 from cascader.ethosu.graph import graph_document
 from cascader.ethosu.memory import SystemMemory, system_memory
 from cascader.ethosu.weights import encoded_size
@@ -97,11 +98,11 @@ class PointScheduler:
         memory: SystemMemory,
         options: CascaderOptions,
         region_bytes: int,
-        lay_outputs: bool = True,
+        laying: str = "turned",
     ) -> CascadeResult:
         """The cascader's proposals for a cascade region of `region_bytes`, counting outputs
-        laid over the inputs they consume or not (`cascade`'s `lay_outputs`)."""
-        key = self._run_key(memory, options, region_bytes, lay_outputs)
+        laid over the inputs they consume as `cascade`'s `laying` says."""
+        key = self._run_key(memory, options, region_bytes, laying)
         found = self.cascades.lookup(key)
         if found is not None:
             return found
@@ -110,18 +111,18 @@ class PointScheduler:
         document = graph_document(self.network.graph, region, proposal_options(options))
         try:
             found = cascade(document.graph, document.regions, document.home_map,
-                            document.options, lay_outputs=lay_outputs)  # fmt: skip
+                            document.options, laying=laying)  # fmt: skip
         except ValueError as error:  # no proposal covers the graph
             raise ScheduleError(f"the cascader made no schedule: {error}") from None
         self.cascades.keep(key, found)
         return found
 
     def _run_key(
-        self, memory: SystemMemory, options: CascaderOptions, region: int, lay_outputs: bool
+        self, memory: SystemMemory, options: CascaderOptions, region: int, laying: str
     ) -> tuple:
-        """`cascade_key`, with a mark for a run that lays no outputs over their inputs."""
+        """`cascade_key`, with a mark for a run that turns no laid output or lays none."""
         base = self.cascade_key(memory, options, region)
-        return base if lay_outputs else (*base, "apart")
+        return base if laying == "turned" else (*base, laying)
 
     def schedule_key(
         self, memory: SystemMemory, result: CascadeResult, key: ProposalKey
@@ -197,29 +198,44 @@ class PointScheduler:
         """The proposals with the one chosen for the pool, and the key of its schedule: the
         fastest within its budget if its schedule really fits, else the fastest one a little
         past the pool if that one does, else the fastest of those whose budgets, short by as
-        much as the last one tried, would fit; a few tries at most. Where none of the
-        proposals counting laid outputs fits and `_hedged`, the same among the proposals of
-        a run that lays none. When none fits, the one of the smallest few that really needs
-        least, so an infeasible point reports the least SRAM any schedule needs."""
+        much as the last one tried, would fit; a few tries at most. Where `_hedged`: when a
+        proposal with a plan laid upward was tried and did not fit (a turned chain can pack
+        worse beside the chain before it than its budget says), the same among the proposals
+        of a run that turns none, the faster of the two fits taken; and where none of those
+        fits, among those of a run that lays none. When none fits, the one of the smallest
+        few that really needs least, so an infeasible point reports the least SRAM any
+        schedule needs."""
         region = proposal_region_bytes or memory.sram_bytes
         pool = memory.sram_bytes
         tried: list[tuple[CascadeResult, ProposalKey]] = []
-        for lay_outputs in (True, False) if _hedged(memory, options) else (True,):
-            generated = self.proposals(memory, options, region, lay_outputs)
+        best: tuple[CascadeResult, ProposalKey] | None = None
+        turned_missed = False
+        for laying in LAYINGS if _hedged(memory, options) else LAYINGS[:1]:
+            if (laying == "down" and not turned_missed) or (laying == "apart" and best is not None):
+                continue
+            generated = self.proposals(memory, options, region, laying)
             props = generated.proposals
-            base = self._run_key(memory, options, region, lay_outputs)
+            base = self._run_key(memory, options, region, laying)
 
             def need(index: int, generated=generated, base=base) -> int:
                 return self.need(memory, generated, ProposalKey(base, index))
 
             found, missed = _fitting(props, pool, need)
+            turned_missed = any(plan.upward for i in missed for plan in props[i].plans)
             if found is not None:
-                return replace(generated, chosen_index=found), ProposalKey(base, found)
+                faster = best is None or props[found].cycles < best[0].chosen.cycles
+                if faster:
+                    best = replace(generated, chosen_index=found), ProposalKey(base, found)
+                if not turned_missed:
+                    break
+                continue
             smallest = sorted(range(len(props)), key=lambda i: (props[i].memory_usage, i))
             tried += [
                 (generated, ProposalKey(base, i))
                 for i in dict.fromkeys([*missed, *smallest[:_FIT_TRIES]])
             ]
+        if best is not None:
+            return best
         generated, key = min(
             tried,
             key=lambda t: (
@@ -301,10 +317,11 @@ def _fitting(props: list, pool: int, need: Callable[[int], int]) -> tuple[int | 
 
 
 def _hedged(memory: SystemMemory, options: CascaderOptions) -> bool:
-    """Whether a pool none of whose proposals counting laid outputs fits tries those of a
-    run that lays none: where the SRAM holds the model's feature maps (the arena), a budget
-    counting laid whole tensors plan by plan can be short of what the allocation reaches.
-    Where the arena is elsewhere, the SRAM holds few whole tensors and one run serves."""
+    """Whether a pool whose proposals counting laid outputs miss tries those of runs that
+    turn none or lay none (`chosen`): where the SRAM holds the model's feature maps (the
+    arena), a budget counting laid whole tensors plan by plan can be short of what the
+    allocation reaches. Where the arena is elsewhere, the SRAM holds few whole tensors and
+    one run serves."""
     return (
         options.cost_model == "vela"
         and options.enable_striping

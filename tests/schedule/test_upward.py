@@ -17,9 +17,11 @@ from proofs import proven, small_options
 from sessions import session
 from test_schedule import check_allocation, check_schedule
 
+from cascader.core.options import CascaderOptions
 from cascader.estimate import PointConfig
 from cascader.ir.schedule import Schedule, Stripe
-from cascader.testing.architectures import ds_cnn
+from cascader.schedule.point_scheduler import ProposalKey
+from cascader.testing.architectures import ds_cnn, mobilenet_v1
 from cascader.verify.cut import cut_where_varying
 
 U55 = ("ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram")
@@ -86,3 +88,36 @@ def test_plans_laid_upward_are_bit_exact(system: tuple, max_plan_size: int) -> N
     checked = proven(found, config, SAMPLES)
     for out in checked.outputs:
         assert out.reference_vs_litert.max_abs_diff <= checked.litert_tolerance <= 1
+
+
+def test_a_turned_chain_that_packs_worse_gives_way_to_one_laid_down() -> None:
+    """MobileNetV1 0.5 at 96, U65, pool 64 KiB: the fastest proposal within the pool turns a
+    chain upward, which the allocation packs beside the chain before it in more than its
+    budget; the run that turns no plan fits a faster proposal than any turned one that
+    fits, and the point takes it."""
+    found = session(mobilenet_v1(size=96, alpha=0.5).build(), *U65)
+    pool, region = 65536, 1 << 20
+    memory = found.device.memory(pool)
+    options = CascaderOptions(
+        cascade_region=memory.cascade_area,
+        enable_striping=True,
+        cost_model="vela",
+        max_plan_size=14,
+        always_copy_size=1024,
+    )
+    scheduler = found.prepared.scheduler
+    turned = scheduler.proposals(memory, options, region, "turned")
+    run = scheduler._run_key(memory, options, region, "turned")
+    needs = {
+        i: scheduler.need(memory, turned, ProposalKey(run, i))
+        for i, p in enumerate(turned.proposals)
+        if p.memory_usage <= pool
+    }
+    fastest = min(needs, key=lambda i: turned.proposals[i].cycles)
+    assert any(plan.upward for plan in turned.proposals[fastest].plans)
+    assert needs[fastest] > pool
+    result, key = scheduler.chosen(memory, options, region)
+    assert key.run == (*run, "down")
+    assert scheduler.need(memory, result, key) <= pool
+    fitting = [turned.proposals[i].cycles for i, need in needs.items() if need <= pool]
+    assert result.chosen.cycles < min(fitting)
