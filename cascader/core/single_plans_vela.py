@@ -112,25 +112,14 @@ def vela_single_plans(
         rows.add(layout, options, outs, kept, numbers, fused, cascade, part, output_stripe_config)
         if laid >= 0:
             rows.laid_over.append([whole_memory(o.config, cascade) for o in options[laid]])
-            rows.laid_offsets.append(
-                overlay_offset(
-                    output_stripe_config,
-                    input_stripe_configs[laid],
-                    part.output.size,
-                    part.inputs[laid].size,
-                    part.inputs[laid].shape[ROWS],
-                )
-            )
-            rows.laid_upward.append(
-                overlay_offset(
-                    output_stripe_config,
-                    input_stripe_configs[laid],
-                    part.output.size,
-                    part.inputs[laid].size,
-                    part.inputs[laid].shape[ROWS],
-                    upward=True,
-                )
-            )
+            source = part.inputs[laid]
+            down, up = (
+                overlay_offset(output_stripe_config, input_stripe_configs[laid],
+                               part.output.size, source.size, source.shape[ROWS], upward)
+                for upward in (False, True)
+            )  # fmt: skip
+            rows.laid_offsets.append(down)
+            rows.laid_upward.append(up)
             rows.laid_stripes.append(input_stripe_configs[laid])
         rows.whole.append(
             [[whole_memory(o.config, cascade) > 0 for o in options[slot]] for slot in shared_slots]
