@@ -155,9 +155,12 @@ class Plan:
         )
 
     def to_json(self) -> dict:
-        return {
+        found = {
             "part_group": self.part_ids,
             "memory_usage": self.memory_usage,
             "cycles": self.cycles,
             "output_config": self.output_config.to_json(),
         }
+        if self.upward:  # only the "vela" model turns a plan: TVM's plans read as before
+            found["upward"] = True
+        return found

@@ -58,7 +58,9 @@ def test_a_chain_of_laid_layers_turns_back_up() -> None:
     time, where a chain that only drifts down needs one more map's bytes per few layers."""
     found, config = _smallest(U55, 1)
     with contextlib.redirect_stdout(io.StringIO()):
-        schedule = found.schedule(config).schedule
+        point = found.schedule(config)
+    schedule = point.schedule
+    assert any(plan.get("upward") for plan in point.cascade.chosen.to_json()["plans"])
     check_schedule(schedule)
     check_allocation(schedule)
     runs = _row_runs(schedule)
