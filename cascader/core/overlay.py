@@ -48,16 +48,16 @@ def overlay_offset(
     input: StripeConfig,
     output_bytes: int,
     input_bytes: int,
-    input_rows: int,
     upward: bool = False,
 ) -> int:
     """How far below the input's start the output must begin so that no stripe writes rows
     that it or a later stripe reads, or -1 when the stripes do not run in row order (no
     rows, one stripe of rows, or another striped axis looped outside the rows). A stripe is
-    taken to write and read its rows' whole bytes. `input_rows`: the input tensor's height
-    (its stripe config's extent may count padding rows). `upward`: the stripes run in reverse row
-    order (the last rows first) and the output begins that far above the input's start, so
-    that a chain of laid outputs may turn back instead of drifting ever lower."""
+    taken to write and read its rows' whole bytes, over the input stripe config's extent
+    (padding rows counted: conservative for a padded input). `upward`: the stripes run in
+    reverse row order (the last rows first) and the output begins that far above the
+    input's start, so that a chain of laid outputs may turn back instead of drifting ever
+    lower."""
     if len(output.shape) < 4 or len(input.shape) < 4:
         return -1  # no rows: a vector
     count = output.stripes[ROWS]
@@ -66,7 +66,7 @@ def overlay_offset(
     outer = output.order[ROWS]
     if any(o and o < outer and n > 1 for o, n in zip(output.order, output.stripes, strict=True)):
         return -1
-    out_height, in_height = output.extent[ROWS], input_rows
+    out_height, in_height = output.extent[ROWS], input.extent[ROWS]
     out_row, in_row = output_bytes / out_height, input_bytes / in_height
     offset = 0.0
     for k in range(count):

@@ -323,9 +323,8 @@ def _laid_savings(
         offset = offsets.get((output, stripe))
         if offset is None:
             offset = offsets[(output, stripe)] = overlay_offset(
-                output.stripe_configs[0], laid.stripes[stripe], output.tensor.size, int(held[i]),
-                laid.rows,
-            )  # fmt: skip
+                output.stripe_configs[0], laid.stripes[stripe], output.tensor.size, int(held[i])
+            )
         saved[i] = overlay_saving(offset, output.tensor.size, int(held[i]))
         at[i] = offset
     return saved, at

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from cascader.core.overlay import ROWS, overlaid_input, overlay_offset, overlay_saving
+from cascader.core.overlay import overlaid_input, overlay_offset, overlay_saving
 from cascader.core.part import BufferMode, Part, in_place_input
 from cascader.core.plan import Plan
 from cascader.core.plan_context import PlanContext
@@ -112,10 +112,9 @@ def vela_single_plans(
         rows.add(layout, options, outs, kept, numbers, fused, cascade, part, output_stripe_config)
         if laid >= 0:
             rows.laid_over.append([whole_memory(o.config, cascade) for o in options[laid]])
-            source = part.inputs[laid]
             down, up = (
                 overlay_offset(output_stripe_config, input_stripe_configs[laid],
-                               part.output.size, source.size, source.shape[ROWS], upward)
+                               part.output.size, part.inputs[laid].size, upward)
                 for upward in (False, True)
             )  # fmt: skip
             rows.laid_offsets.append(down)
@@ -158,7 +157,6 @@ def vela_single_plans(
         turn_extra = saved - saved_upward
         laid_input = LaidInput(
             part.inputs[laid].id,
-            part.inputs[laid].shape[ROWS],
             laid_bytes,
             row_of,
             rows.laid_stripes,

@@ -198,20 +198,22 @@ class PointScheduler:
         """The proposals with the one chosen for the pool, and the key of its schedule: the
         fastest within its budget if its schedule really fits, else the fastest one a little
         past the pool if that one does, else the fastest of those whose budgets, short by as
-        much as the last one tried, would fit; a few tries at most. Where `_hedged`: when a
-        proposal with a plan laid upward was tried and did not fit (a turned chain can pack
-        worse beside the chain before it than its budget says), the same among the proposals
-        of a run that turns none, the faster of the two fits taken; and where none of those
-        fits, among those of a run that lays none. When none fits, the one of the smallest
-        few that really needs least, so an infeasible point reports the least SRAM any
-        schedule needs."""
+        much as the last one tried, would fit; a few tries at most. Where `_hedged`: when none
+        fits, or a proposal with a plan laid upward was tried and did not fit (a turned
+        chain can pack worse beside the chain before it than its budget says), the same
+        among the proposals of a run that turns none, the faster of the two fits taken; and
+        where none of those fits, among those of a run that lays none. When none fits, the
+        one of the smallest few that really needs least, so an infeasible point reports the
+        least SRAM any schedule needs."""
         region = proposal_region_bytes or memory.sram_bytes
         pool = memory.sram_bytes
         tried: list[tuple[CascadeResult, ProposalKey]] = []
         best: tuple[CascadeResult, ProposalKey] | None = None
         turned_missed = False
         for laying in LAYINGS if _hedged(memory, options) else LAYINGS[:1]:
-            if (laying == "down" and not turned_missed) or (laying == "apart" and best is not None):
+            if laying == "down" and best is not None and not turned_missed:
+                continue
+            if laying == "apart" and best is not None:
                 continue
             generated = self.proposals(memory, options, region, laying)
             props = generated.proposals

@@ -305,7 +305,6 @@ def _plain_vela_single_plans(part, configs, ctx):
                             part.input_stripe_configs(config)[laid],
                             out.tensor.size,
                             source.tensor.size,
-                            source.tensor.shape[1],
                         )
                         memory -= int(overlay_saving(offset, out.tensor.size, source.tensor.size))
                 open_configs = (*opens, out) if out.state == INTERIOR else opens

@@ -140,9 +140,8 @@ def _laid_saving(plan, singles: list, parts: dict, cascade: str) -> int:
             continue
         size = config.tensor.size
         offset = overlay_offset(
-            out.stripe_configs[0], config.stripe_configs[0], out.tensor.size, size,
-            config.tensor.shape[1],
-        )  # fmt: skip
+            out.stripe_configs[0], config.stripe_configs[0], out.tensor.size, size
+        )
         saved = int(overlay_saving(offset, out.tensor.size, size))
         if saved:
             return saved

@@ -41,11 +41,11 @@ def _rows(height: int, stripes: int, halo: int, order: int = 1) -> StripeConfig:
 def test_a_3x3_convolution_in_row_stripes_lays_its_output_a_stripe_and_a_row_below() -> None:
     # Four stripes of four rows: stripe k writes rows up to 4k + 4 and reads from 4k - 1 on.
     output, input = _rows(16, 4, 0), _rows(16, 4, 1)
-    offset = overlay_offset(output, input, 4096, 4096, 16)
+    offset = overlay_offset(output, input, 4096, 4096)
     assert offset == 5 * 256
     assert overlay_saving(offset, 4096, 4096) == 4096 - 5 * 256
     # A 1x1 convolution doubling the channels: its rows outrun the rows it consumes.
-    assert overlay_offset(output, output, 8192, 4096, 16) == 8192 - 3 * 1024
+    assert overlay_offset(output, output, 8192, 4096) == 8192 - 3 * 1024
     assert overlay_saving(-1, 4096, 4096) == 0 and overlay_saving(0, 4096, 0) == 0
 
 
@@ -53,26 +53,22 @@ def test_rows_run_upward_lay_the_output_a_stripe_and_a_row_above() -> None:
     # Last stripe first: stripe k writes rows from 4k on and, with every stripe after it in
     # the run, reads rows up to 4k + 5.
     output, input = _rows(16, 4, 0), _rows(16, 4, 1)
-    offset = overlay_offset(output, input, 4096, 4096, 16, upward=True)
+    offset = overlay_offset(output, input, 4096, 4096, upward=True)
     assert offset == 5 * 256
     assert overlay_saving(offset, 4096, 4096, upward=True) == 4096 - 5 * 256
     # Halving the channels upward: the output's rows start below the rows still read.
-    assert overlay_offset(output, output, 2048, 4096, 16, upward=True) == 4096 - 3 * 512
+    assert overlay_offset(output, output, 2048, 4096, upward=True) == 4096 - 3 * 512
     assert overlay_saving(4096 - 3 * 512, 2048, 4096, upward=True) == 3 * 512
-    # The input's stripe config counts two padding rows; its tensor has 16.
-    padded = StripeConfig((1, 6, 16, 16), (1, 18, 16, 16), (1, 4, 16, 16), (0, 1, 0, 0),
-                          (1, 4, 1, 1), (0, -1, 0, 0))  # fmt: skip
-    assert overlay_offset(output, padded, 4096, 4096, 16) == 5 * 256
 
 
 def test_no_overlay_without_row_order() -> None:
     whole = _rows(16, 1, 0)
-    assert overlay_offset(whole, whole, 4096, 4096, 16) == -1
+    assert overlay_offset(whole, whole, 4096, 4096) == -1
     # Columns looped outside the rows: every row is written before the last rows are read.
     columns_first = StripeConfig(
         (1, 4, 8, 16), (1, 16, 16, 16), (1, 4, 8, 16), (0, 2, 1, 0), (1, 4, 2, 1), (0, 0, 0, 0)
     )
-    assert overlay_offset(columns_first, columns_first, 4096, 4096, 16) == -1
+    assert overlay_offset(columns_first, columns_first, 4096, 4096) == -1
 
 
 def _laid(schedule: Schedule) -> list[tuple[int, int]]:
