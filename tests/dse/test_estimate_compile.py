@@ -262,8 +262,8 @@ def test_every_front_point_compiles_in_a_fresh_process_to_its_trials_numbers(
 def test_a_narrow_nhwc_point_exports_and_rebuilds_exactly(tmp_path: Path, capsys) -> None:
     """A sweep seeds the smallest schedules with narrow feature maps NHWC; that trial's
     exported config says so, and compiles to the same bytes as the point given by flags
-    (`--narrow-nhwc`), which in 16-channel bricks needs no less SRAM (here: as much, its
-    outputs laid over their inputs, or it does not fit)."""
+    (`--narrow-nhwc`). (Whether bricks need more SRAM at its pool depends on the model: on
+    this 32 x 32 MobileNetV2 their chains of laid outputs, turned, pack into less.)"""
     model = tmp_path / "mobilenet_v2.tflite"
     model.write_bytes(mobilenet_v2(size=32, classes=10).build())
     out = tmp_path / "study"
@@ -298,14 +298,6 @@ def test_a_narrow_nhwc_point_exports_and_rebuilds_exactly(tmp_path: Path, capsys
         files = {f.name: f.read_bytes() for f in built.iterdir() if f.name != "manifest.json"}
         builds.append(files)
     assert builds[0] == builds[1]
-    capsys.readouterr()
-    code = main(["estimate", "--model", str(model), "--json", *flags])  # in bricks
-    if code == 3:
-        assert "nothing fits" in capsys.readouterr().err
-    else:
-        assert code == 0
-        bricks = json.loads(capsys.readouterr().out)
-        assert bricks["sram_used_bytes"] >= config["predicted"]["sram_used_bytes"]
 
 
 def test_weights_read_in_place_leave_dedicated_sram_empty(tmp_path: Path, capsys) -> None:
