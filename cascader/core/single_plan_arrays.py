@@ -33,11 +33,10 @@ class SharedRead(NamedTuple):
 
 class LaidInput(NamedTuple):
     """The input (`tensor`) the part's whole output may be laid over (`core.overlay`), per
-    single plan: the bytes the plan holds of it whole in the cascade
-    region (0: not whole), its stripe config there, as an index into `stripes`, and the
-    offset the plan's own whole output is laid at below it (-1: not laid). A plan merged
-    with the open plan waiting for its output saves what the merged plan's whole output
-    laid over it saves."""
+    single plan: the bytes the plan holds of it whole in the cascade region (0: not whole),
+    its stripe config there, as an index into `stripes`, and the offset the plan's own
+    whole output is laid at below it (-1: not laid). A plan merged with the open plan
+    waiting for its output saves what the merged plan's whole output laid over it saves."""
 
     tensor: int
     bytes: np.ndarray
