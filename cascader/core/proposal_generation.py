@@ -306,7 +306,7 @@ def generate_proposals(
                     below, above = tables[rest].drift(use.out_tensor)[:, picked]
                     added, turn, *beyond = use.chain(below, above)
                     extra = extra + added
-                    drift = np.array(beyond, dtype=np.int64).reshape(2, -1)
+                    drift = np.array(beyond, dtype=np.int64)
                 entries.append((use, residuals, picked))
                 extras.append(extra)
                 helds.append(held)

@@ -112,13 +112,11 @@ def vela_single_plans(
         rows.add(layout, options, outs, kept, numbers, fused, cascade, part, output_stripe_config)
         if laid >= 0:
             rows.laid_over.append([whole_memory(o.config, cascade) for o in options[laid]])
-            down, up = (
-                overlay_offset(output_stripe_config, input_stripe_configs[laid],
-                               part.output.size, part.inputs[laid].size, upward)
-                for upward in (False, True)
-            )  # fmt: skip
-            rows.laid_offsets.append(down)
-            rows.laid_upward.append(up)
+            sizes = (part.output.size, part.inputs[laid].size)
+            stripes = (output_stripe_config, input_stripe_configs[laid])
+            rows.laid_offsets.append(overlay_offset(*stripes, *sizes))
+            # -1 (never laid upward) in a run that turns no plan
+            rows.laid_upward.append(overlay_offset(*stripes, *sizes, upward=True) if turns else -1)
             rows.laid_stripes.append(input_stripe_configs[laid])
         rows.whole.append(
             [[whole_memory(o.config, cascade) > 0 for o in options[slot]] for slot in shared_slots]
@@ -188,7 +186,7 @@ def vela_single_plans(
             int(cycles_all[index]),
             laid=None if not_laid else (laid_input.tensor, int(laid_input.offset[index])),
             laid_upward=None
-            if not_laid or not turns or turn_offset[index] < 0 or not _turns(combo, output)
+            if not_laid or turn_offset[index] < 0 or not _turns(combo, output)
             else (int(turn_offset[index]), int(turn_extra[index])),
         )
 
