@@ -125,15 +125,20 @@ def test_a_model_without_such_a_mean_keeps_one_network() -> None:
     assert row_sum_means(function) == (function, {})
 
 
+def _row_sum_part(found, config: PointConfig) -> int:
+    """The part summing the mean's rows (the one op writing int16)."""
+    net = found.prepared_for(config).network
+    (pid,) = [p for p, op in enumerate(net.ops) if op.ofm.dtype == "int16"]
+    return pid
+
+
 def _row_sums_in_a_cascade(found, config: PointConfig) -> bool:
     """Whether the chosen proposal runs the row sums interior to a plan of several parts,
     reading an input that no buffer holds whole."""
     with contextlib.redirect_stdout(io.StringIO()):
         point = found.schedule(config)
-    net = found.prepared_for(config).network
-    graph = net.graph
-    (pid,) = [p for p, op in enumerate(net.ops) if op.ofm.dtype == "int16"]
-    source = graph.parts[pid].inputs[0].id
+    pid = _row_sum_part(found, config)
+    source = found.prepared_for(config).network.graph.parts[pid].inputs[0].id
     whole = {b.tensor for b in point.schedule.buffers if b.kind == "tensor"}
     plans = [p for p in point.cascade.chosen.plans if p.part_group >> pid & 1]
     interior = {
@@ -149,8 +154,7 @@ def _cascaded_row_sums(found) -> PointConfig:
     config = PointConfig(4096, small_options("vela", False), 1 << 20, row_sum_mean=True)
     with contextlib.redirect_stdout(io.StringIO()):
         proposals = found.schedule(config).cascade.proposals
-    net = found.prepared_for(config).network
-    (pid,) = [p for p, op in enumerate(net.ops) if op.ofm.dtype == "int16"]
+    pid = _row_sum_part(found, config)
     first = next(p for p in proposals if any(
         plan.part_group >> pid & 1 and plan.part_group.bit_count() > 2 for plan in p.plans
     ))  # fmt: skip
