@@ -12,8 +12,10 @@ from typing import NamedTuple
 from cascader.core.cascade import CascadeResult, cascade
 from cascader.core.options import CascaderOptions
 from cascader.core.overlay import LAYINGS
+from cascader.ethosu.codegen import scored_ops
 from cascader.ethosu.graph import graph_document
 from cascader.ethosu.memory import SystemMemory, system_memory
+from cascader.ethosu.perf import evaluate
 from cascader.ethosu.weights import encoded_size
 from cascader.ir.errors import ScheduleError
 from cascader.ir.schedule import Schedule
@@ -79,7 +81,10 @@ class PointScheduler:
     which every full garbage collection scans) and the SRAM bytes of many (`needs`): a
     schedule depends on its plans and the memory system, not on the pool it was chosen for
     (only whether it fits does) nor on the options that made the plans, so proposals of
-    several option sets, and layer-by-layer points of several pools, share one."""
+    several option sets, and layer-by-layer points of several pools, share one. And by
+    those keys and whether the pool takes the schedule's fallback, Vela's cycles of the
+    schedules a choice compared (`cycles`): only pools where the cascader's choice fits by
+    its fallback compare, and many pools choose the same pair."""
 
     def __init__(self, network: Network) -> None:
         self.network = network
@@ -87,6 +92,7 @@ class PointScheduler:
         self.keys: Memo[ProposalKey, ScheduleKey] = Memo("PointScheduler.keys", 4096)
         self.schedules: Memo[ScheduleKey, Schedule] = Memo("PointScheduler.schedules", 8)
         self.needs: Memo[ScheduleKey, tuple[int, int]] = Memo("PointScheduler.needs", 4096)
+        self.cycles: Memo[tuple[ScheduleKey, bool], float] = Memo("PointScheduler.cycles", 1024)
         self.layers: Memo[tuple, tuple[ScheduleKey, list]] = Memo("PointScheduler.layers", 4)
 
     def cascade_key(self, memory: SystemMemory, options: CascaderOptions, region: int) -> tuple:
@@ -138,7 +144,11 @@ class PointScheduler:
     def proposal_schedule(
         self, memory: SystemMemory, result: CascadeResult, key: ProposalKey
     ) -> Schedule:
-        """The schedule of the proposal of `result` that `key` names."""
+        """The schedule of the proposal of `result` that `key` names, as the pool runs it."""
+        return _for(self._built(memory, result, key), memory)
+
+    def _built(self, memory: SystemMemory, result: CascadeResult, key: ProposalKey) -> Schedule:
+        """The proposal's schedule as built (with its fallback, whatever the pool)."""
         content = self.schedule_key(memory, result, key)
         schedule = self.schedules.lookup(content)
         if schedule is None:
@@ -146,18 +156,56 @@ class PointScheduler:
             plans = proposal_plans(self.network, result.proposals[key.index], memory)
             schedule = plans_schedule(self.network, plans, memory, size, check=False)
             self._keep(content, schedule)
-        return _for(schedule, memory)
+        return schedule
 
     def _keep(self, content: ScheduleKey, schedule: Schedule) -> None:
         self.schedules.keep(content, schedule)
         self.needs.keep(content, (schedule.least_sram_bytes, schedule.sram_bytes))
 
-    def need(self, memory: SystemMemory, result: CascadeResult, key: ProposalKey) -> int:
-        """The SRAM bytes the schedule of the proposal `key` names really takes."""
+    def need(
+        self, memory: SystemMemory, result: CascadeResult, key: ProposalKey, whole: bool = False
+    ) -> int:
+        """The SRAM bytes the schedule of the proposal `key` names really takes: at least (its
+        fallback's, where smaller) or, `whole`, its own (every weight copy prebuffered as the
+        cascader's cycles count it)."""
         found = self.needs.lookup(self.schedule_key(memory, result, key))
         if found is None:
-            return self.proposal_schedule(memory, result, key).least_sram_bytes
-        return found[0]
+            schedule = self._built(memory, result, key)
+            found = schedule.least_sram_bytes, schedule.sram_bytes
+        return found[1] if whole else found[0]
+
+    def vela_cycles(self, memory: SystemMemory, result: CascadeResult, key: ProposalKey) -> float:
+        """Vela's cycles of the proposal's schedule as the pool runs it (`proposal_schedule`)."""
+        schedule = self._built(memory, result, key)
+        fallback = schedule.fallback is not None and schedule.sram_bytes > memory.sram_bytes
+        content = (self.schedule_key(memory, result, key), fallback)
+        found = self.cycles.lookup(content)
+        if found is None:
+            ran = _for(schedule, memory)
+            found = evaluate(scored_ops(ran, memory.accelerator), memory).total_cycles
+            self.cycles.keep(content, found)
+        return found
+
+    def _refitted(self, memory: SystemMemory, result: CascadeResult, run: tuple, index: int) -> int:
+        """The proposal `index` (`_fitting`'s choice) or, where its schedule fits the pool only
+        by its fallback, whose weight copies then wait for the op before (which the
+        cascader's cycles do not count), the proposal `_fitting` takes among whole schedules
+        when Vela's model makes that one faster: each pool then runs the faster of the two,
+        so an option set's schedules do not get slower as the pool grows."""
+        pool = memory.sram_bytes
+
+        def whole(i: int) -> int:
+            return self.need(memory, result, ProposalKey(run, i), whole=True)
+
+        if whole(index) <= pool:
+            return index
+        other, _ = _fitting(result.proposals, pool, whole)
+        if other is None:
+            return index
+        ours, theirs = (
+            self.vela_cycles(memory, result, ProposalKey(run, i)) for i in (index, other)
+        )
+        return other if theirs < ours else index
 
     def takes_fallback(self, content: ScheduleKey, pool: int) -> bool | None:
         """Whether a pool of `pool` bytes gets the fallback of the schedule `content` names
@@ -225,6 +273,7 @@ class PointScheduler:
             found, missed = _fitting(props, pool, need)
             turned_missed = any(plan.upward for i in missed for plan in props[i].plans)
             if found is not None:
+                found = self._refitted(memory, generated, base, found)
                 faster = best is None or props[found].cycles < best[0].chosen.cycles
                 if faster:
                     best = replace(generated, chosen_index=found), ProposalKey(base, found)
