@@ -190,8 +190,8 @@ class PointScheduler:
         """The proposal `index` (`_fitting`'s choice) or, where its schedule fits the pool only
         by its fallback, whose weight copies then wait for the op before (which the
         cascader's cycles do not count), the proposal `_fitting` takes among whole schedules
-        when Vela's model makes that one faster: each pool then runs the faster of the two,
-        so an option set's schedules do not get slower as the pool grows."""
+        when Vela's model makes that one faster: a pool just past a small proposal's whole
+        schedule no longer falls to a larger proposal's slower fallback."""
         pool = memory.sram_bytes
 
         def whole(i: int) -> int:
@@ -246,7 +246,9 @@ class PointScheduler:
         """The proposals with the one chosen for the pool, and the key of its schedule: the
         fastest within its budget if its schedule really fits, else the fastest one a little
         past the pool if that one does, else the fastest of those whose budgets, short by as
-        much as the last one tried, would fit; a few tries at most. Where `_hedged`: when none
+        much as the last one tried, would fit; a few tries at most; one that fits only by
+        its fallback gives way to a whole schedule Vela's model makes faster (`_refitted`).
+        Where `_hedged`: when none
         fits, or a proposal with a plan laid upward was tried and did not fit (a turned
         chain can pack worse beside the chain before it than its budget says), the same
         among the proposals of a run that turns none, the faster of the two fits taken; and
