@@ -253,9 +253,8 @@ class PointScheduler:
         chain can pack worse beside the chain before it than its budget says), the same
         among the proposals of a run that turns none, the faster of the two fits taken; and
         where none of those fits, among those of a run that lays none. When none fits, the
-        one that really needs least among those tried, the few smallest and the smallest of
-        the few smallest partitions (`_partition_leaders`), so an infeasible point reports
-        the least SRAM any schedule needs."""
+        one of the smallest few that really needs least, so an infeasible point reports the
+        least SRAM any schedule needs."""
         region = proposal_region_bytes or memory.sram_bytes
         pool = memory.sram_bytes
         tried: list[tuple[CascadeResult, ProposalKey]] = []
@@ -284,10 +283,9 @@ class PointScheduler:
                     break
                 continue
             smallest = sorted(range(len(props)), key=lambda i: (props[i].memory_usage, i))
-            leaders = _partition_leaders(props, smallest, _FIT_TRIES)
             tried += [
                 (generated, ProposalKey(base, i))
-                for i in dict.fromkeys([*missed, *smallest[:_FIT_TRIES], *leaders])
+                for i in dict.fromkeys([*missed, *smallest[:_FIT_TRIES]])
             ]
         if best is not None:
             return best
@@ -369,23 +367,6 @@ def _fitting(props: list, pool: int, need: Callable[[int], int]) -> tuple[int | 
             break
         index = min(near, key=lambda i: (props[i].cycles, i))
     return None, tried
-
-
-def _partition_leaders(props: list, smallest: list[int], count: int) -> list[int]:
-    """The smallest-budget proposal of each of the `count` partitions (parts grouped into
-    plans, each plan turned or not) with the smallest budgets (`smallest`: the proposals'
-    indices, smallest budget first). Proposals of one partition hold the same whole tensors
-    and mostly pack alike, differing in stripes, so the few smallest budgets can all be one
-    partition's: on the person detector (U55, 2-D tiles) the 14 smallest share one whose
-    schedules need 52,896 B, and the next partition's smallest, its budget 11% larger, needs
-    44,016 B."""
-    leaders: dict[frozenset, int] = {}
-    for i in smallest:
-        shape = frozenset((plan.part_group, plan.upward) for plan in props[i].plans)
-        leaders.setdefault(shape, i)
-        if len(leaders) == count:
-            break
-    return list(leaders.values())
 
 
 def _hedged(memory: SystemMemory, options: CascaderOptions) -> bool:
