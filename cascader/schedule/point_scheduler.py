@@ -248,9 +248,9 @@ class PointScheduler:
         past the pool if that one does, else the fastest of those whose budgets, short by as
         much as the last one tried, would fit; a few tries at most; one that fits only by
         its fallback gives way to a whole schedule Vela's model makes faster (`_refitted`).
-        Where `_hedged`: when none
-        fits, or a proposal with a plan laid upward was tried and did not fit (a turned
-        chain can pack worse beside the chain before it than its budget says), the same
+        Where `_hedged`: when none fits, or a proposal with a plan laid upward was tried and
+        did not fit (a turned chain can pack worse beside the chain before it than its
+        budget says), the same
         among the proposals of a run that turns none, the faster of the two fits taken; and
         where none of those fits, among those of a run that lays none. When none fits, the
         one of the smallest few that really needs least, so an infeasible point reports the

@@ -1,7 +1,7 @@
 """A pool whose proposal fits only by its schedule's fallback (weights not prebuffered under
 the op before, which the cascader's cycles assume) takes the proposal whose whole schedule
-fits when Vela's model makes that faster (`PointScheduler._refitted`): an option set's
-schedule then does not get slower as its pool grows past a smaller, faster one."""
+fits when Vela's model makes that faster (`PointScheduler._refitted`): a pool just past a
+smaller, faster proposal's whole schedule no longer gets a larger one's slower fallback."""
 
 from __future__ import annotations
 
