@@ -250,11 +250,10 @@ class PointScheduler:
         its fallback gives way to a whole schedule Vela's model makes faster (`_refitted`).
         Where `_hedged`: when none fits, or a proposal with a plan laid upward was tried and
         did not fit (a turned chain can pack worse beside the chain before it than its
-        budget says), the same
-        among the proposals of a run that turns none, the faster of the two fits taken; and
-        where none of those fits, among those of a run that lays none. When none fits, the
-        one of the smallest few that really needs least, so an infeasible point reports the
-        least SRAM any schedule needs."""
+        budget says), the same among the proposals of a run that turns none, the faster of
+        the two fits taken; and where none of those fits, among those of a run that lays
+        none. When none fits, the one of the smallest few that really needs least, so an
+        infeasible point reports the least SRAM any schedule needs."""
         region = proposal_region_bytes or memory.sram_bytes
         pool = memory.sram_bytes
         tried: list[tuple[CascadeResult, ProposalKey]] = []
