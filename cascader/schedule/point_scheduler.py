@@ -177,7 +177,7 @@ class PointScheduler:
     def vela_cycles(self, memory: SystemMemory, result: CascadeResult, key: ProposalKey) -> float:
         """Vela's cycles of the proposal's schedule as the pool runs it (`proposal_schedule`)."""
         schedule = self._built(memory, result, key)
-        fallback = schedule.fallback is not None and schedule.sram_bytes > memory.sram_bytes
+        fallback = schedule.fitted(memory.sram_bytes) is not schedule
         content = (self.schedule_key(memory, result, key), fallback)
         found = self.cycles.lookup(content)
         if found is None:
