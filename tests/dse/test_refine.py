@@ -19,6 +19,8 @@ from dse.front import pareto_front
 from dse.objective import TrialRecorder
 from dse.refine import (
     BISECT_OF,
+    POOL,
+    PROBE_GAP,
     PROBE_OF,
     STEP_OF,
     above_floor,
@@ -103,18 +105,41 @@ def test_no_step_down_from_the_smallest_proposal() -> None:
 
 def test_the_largest_gap_of_the_front_is_stepped_into_first() -> None:
     study = optuna.create_study(directions=["minimize", "minimize"])
-    # (SRAM, cycles): a wide gap between the first two points, a narrow one after.
-    for used, cycles in ((10_000, 9_000), (40_000, 1_000), (41_000, 990)):
+    # (SRAM, cycles): a large gap (narrower than PROBE_GAP) between the first two points, a
+    # small one after.
+    for used, cycles in ((10_000, 9_000), (12_000, 1_000), (12_100, 990)):
         study.add_trial(_trial(used, cycles=cycles))
     running = study.ask()
     attr, origin, params = next_step(study, study.trials[-1], low_units=16, high_units=65536)
-    # The first point's step up and the second's step down both enter the wide gap; the
+    # The first point's step up and the second's step down both enter the large gap; the
     # smaller SRAM goes first.
     assert (attr, origin) == (STEP_OF, 0)
     assert params == steps(study.trials[0], 16, 65536)[1]
     # Another process's running trial holds every step back.
     assert next_step(study, study.trials[0], low_units=16, high_units=65536) is None
     study.tell(running, [5.0, 5.0])
+
+
+def test_a_wide_gap_is_probed_before_it_is_stepped_into() -> None:
+    """Steps and probes entering the same gap tie on its area: the probes go first."""
+    study = optuna.create_study(directions=["minimize", "minimize"])
+    for used, cycles in ((10_000, 9_000), (40_000, 1_000)):
+        study.add_trial(_trial(used, cycles=cycles, pool=used))
+    attr, origin, params = next_step(study, study.ask(), low_units=16, high_units=65536)
+    middle = round(math.sqrt((10_000 + 16) * (40_000 + 16)) / 16) - 1
+    assert (attr, origin, params[POOL]) == (PROBE_OF, 1, middle)
+
+
+def test_steps_start_from_each_schedule_once() -> None:
+    """Trials of one option set that found the same schedule at different pools step as one:
+    up from the largest pool, which showed nothing else fits up to there."""
+    study = optuna.create_study(directions=["minimize", "minimize"])
+    for pool in (10_000, 10_800, 10_400):
+        study.add_trial(_trial(10_000, cycles=9_000, pool=pool))
+    study.add_trial(_trial(12_000, cycles=1_000))
+    attr, origin, params = next_step(study, study.ask(), low_units=16, high_units=65536)
+    assert (attr, origin) == (STEP_OF, 1)
+    assert params[POOL] == steps(study.trials[1], 16, 65536)[1][POOL] == 10_801 // 16 + 1
 
 
 def test_a_wide_gap_is_probed_at_its_middle_and_below_its_top_end() -> None:
@@ -161,6 +186,21 @@ def test_a_wide_gap_is_probed_with_the_options_of_the_points_below_it() -> None:
     big_pool = _trial(9_000, cycles=9_100, plan=4, pool=30_000)
     probes = gap_probes(front, [low, big_pool, high], 16, 65536)
     assert all(p[2]["max_plan_size"] != 4 for p in probes)
+
+
+def test_a_cliff_is_probed_with_the_crossings_of_its_ends() -> None:
+    """A narrow SRAM step whose cycles drop by more than PROBE_GAP is probed just below its
+    upper end with the lower end's options, each taking one option of the upper end's, ranked
+    as a gap PROBE_GAP wide; a flatter narrow step is not probed."""
+    low, high = _trial(10_000, cycles=3_000, plan=2), _trial(10_400, cycles=1_000, plan=10)
+    front = pareto_front(optuna.create_study(directions=["minimize"] * 2), [low, high])
+    ((area, origin, params),) = gap_probes(front, [low, high], 16, 65536)
+    assert origin is low
+    assert params == {**low.params, "max_plan_size": 10, "sram_units": (10_400 - 1) // 16}
+    assert math.isclose(area, math.log(PROBE_GAP) * (math.log(3_001) - math.log(1_001)))
+    flat = _trial(10_400, cycles=2_500, plan=10)
+    front = pareto_front(optuna.create_study(directions=["minimize"] * 2), [low, flat])
+    assert gap_probes(front, [low, flat], 16, 65536) == []
 
 
 def test_crossings_take_one_option_of_the_upper_end_at_a_time() -> None:
