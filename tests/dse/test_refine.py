@@ -203,6 +203,16 @@ def test_a_cliff_is_probed_with_the_crossings_of_its_ends() -> None:
     assert gap_probes(front, [low, flat], 16, 65536) == []
 
 
+def test_points_with_the_cascader_off_differ_only_in_the_options_they_use() -> None:
+    """A study asks for every option on every trial: two layer-by-layer points whose unused
+    cascader options differ are one option set, probed once."""
+    low = _trial(10_000, cycles=9_000, plan=2)
+    off = [_trial(40_000, cycles=1_000, cascader=False, plan=p) for p in (4, 6)]
+    front = pareto_front(optuna.create_study(directions=["minimize"] * 2), [low, *off])
+    probes = gap_probes(front, [low, *off], 16, 65536)
+    assert [p[2]["enable_cascader"] for p in probes] == [False, True]
+
+
 def test_crossings_take_one_option_of_the_upper_end_at_a_time() -> None:
     low, high = _trial(11_000, plan=2), _trial(40_000, plan=10)
     assert crossings(low, high) == [{**low.params, "max_plan_size": 10}]
