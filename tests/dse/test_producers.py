@@ -175,8 +175,10 @@ def test_parallel_scoring_runs_exactly_the_trials_asked_and_shares_proposals(
     assert states.count(optuna.trial.TrialState.COMPLETE) == 24 == len(states)
     workers = {t.user_attrs["worker"] for t in study.trials}
     assert len(workers) == 1  # this process asks and records every trial
-    # Steps along the front are taken while points are scored elsewhere (dse.refine).
-    assert any("dse.step_of" in t.system_attrs for t in study.trials)
+    # Front refinements (steps, gap probes) are taken while points are scored elsewhere
+    # (dse.refine).
+    marks = {"dse.step_of", "dse.probe_of"}
+    assert any(marks & t.system_attrs.keys() for t in study.trials)
 
 
 def test_estimate_on_ethos_u85_is_vela_s_and_verify_runs_a_vela_config_s_own_file(

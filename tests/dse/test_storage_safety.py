@@ -21,7 +21,7 @@ from optuna.trial import TrialState
 from sqlalchemy.engine import make_url
 
 from cascader.testing.networks import single_op_model
-from dse.refine import STEP_OF
+from dse.refine import BISECT_OF, PROBE_OF, STEP_OF
 from dse.study import close_storages, open_storage
 from dse.tickets import issue, requested_trials
 
@@ -157,11 +157,12 @@ def test_a_failing_url_never_shows_its_password(capsys: pytest.CaptureFixture[st
 
 
 def _seeds(study: optuna.Study) -> int:
-    """Trials at a new study's seed points (fixed points that are not refinement steps)."""
+    """Trials at a new study's seed points (fixed points that are not refinements)."""
+    marks = {STEP_OF, PROBE_OF, BISECT_OF}
     return sum(
         1
         for t in study.get_trials(deepcopy=False)
-        if t.system_attrs.get("fixed_params") and STEP_OF not in t.system_attrs
+        if t.system_attrs.get("fixed_params") and not marks & t.system_attrs.keys()
     )
 
 

@@ -18,7 +18,7 @@ from backends import BACKENDS, storage_url
 from optuna.trial import TrialState
 
 from dse.cli import main
-from dse.refine import STEP_OF
+from dse.refine import PROBE_OF, STEP_OF
 from dse.space import ALWAYS_COPY_SIZES, DesignPoint, SearchSpace
 from dse.study import NoTicketLeft, open_storage
 from dse.tickets import fail_stale, issue, requested_trials
@@ -159,9 +159,10 @@ def test_a_new_study_starts_with_each_seed_kind_at_its_floor(tmp_path: Path) -> 
     floor = min(t.user_attrs["config"]["sram_pool_bytes"] for t in study.trials[:3])
     ladder = SearchSpace(128 * 1024, 1 << 20, cascader_optional=True).sram_ladder(low=floor)
     assert spine and spine["sram_units"] * 16 in ladder
-    # The rest are the sampler's, some of them steps along the front (dse.refine).
+    # The rest are the sampler's, some of them steps along the front or probes of its gaps
+    # (dse.refine).
     for params, trial in zip(fixed[4:], study.trials[4:], strict=True):
-        assert params == {} or STEP_OF in trial.system_attrs
+        assert params == {} or {STEP_OF, PROBE_OF} & trial.system_attrs.keys()
     for trial in study.trials[:3]:
         # Each seed fits its pool, which is the sweep's lowest or within 16 bytes of its need.
         metrics, pool = trial.user_attrs["metrics"], trial.user_attrs["config"]["sram_pool_bytes"]
