@@ -259,32 +259,31 @@ def gap_probes(
     for ((sa, ca), _, low), ((sb, cb), _, high) in itertools.pairwise(ends):
         units = round(math.exp((sa + sb) / 2) / SRAM_ALIGN) - 1
         below = (high.user_attrs["metrics"]["sram_used_bytes"] - 1) // SRAM_ALIGN
-        if not low_units <= units <= below <= high_units:
+        wide_gap = sb - sa > wide
+        if not (wide_gap or ca - cb > wide) or not low_units <= units <= below <= high_units:
             continue
         inside = {
             _options_key(t.params)
             for t in trials
             if sa < math.log((t.params[POOL] + 1) * SRAM_ALIGN) < sb
         }
-        if sb - sa <= wide:
-            if ca - cb > wide:  # a cliff
-                mixes = [{**mix, POOL: below} for mix in crossings(low, high)]
-                area = wide * (ca - cb)
-                probes += [(area, low, p) for p in mixes if _options_key(p) not in inside]
-            continue
-        uppers = [origin for (sram, _), _, origin in near if sram >= sb]
-        lowers = [
-            o
-            for (s, _), _, o in reversed(near)
-            if s <= sa and o.params[POOL] < units and _staircase(o.params)
-        ]
-        origins: dict[tuple, FrozenTrial] = {}
-        for side in (uppers, lowers):
-            for origin in _nearest_sets(side):
-                origins.setdefault(_options_key(origin.params), origin)
-        area = (sb - sa) * (ca - cb)
-        tries = [(origin, {**origin.params, POOL: units}) for origin in origins.values()]
-        tries += [(low, {**mix, POOL: below}) for mix in crossings(low, high)]
+        tries = [(low, {**mix, POOL: below}) for mix in crossings(low, high)]
+        area = wide * (ca - cb)  # a cliff
+        if wide_gap:
+            uppers = [origin for (sram, _), _, origin in near if sram >= sb]
+            lowers = [
+                o
+                for (s, _), _, o in reversed(near)
+                if s <= sa and o.params[POOL] < units and _staircase(o.params)
+            ]
+            origins: dict[tuple, FrozenTrial] = {}
+            for side in (uppers, lowers):
+                for origin in _nearest_sets(side):
+                    origins.setdefault(_options_key(origin.params), origin)
+            area = (sb - sa) * (ca - cb)
+            tries = [
+                (origin, {**origin.params, POOL: units}) for origin in origins.values()
+            ] + tries
         probes += [(area, origin, p) for origin, p in tries if _options_key(p) not in inside]
     return probes
 
