@@ -34,9 +34,9 @@ __all__ = ["Point", "PointScheduler", "ProposalKey", "proposal_options"]
 # The cascader's budget of a proposal and the SRAM its schedule really takes differ (encoded
 # weight sizes, alignment, buffers the budget counts twice, outputs laid over inputs that the
 # allocation keeps apart), so a pool looks a little past the budget for a proposal that
-# really fits, and after a miss at the budgets short by as much, trying a few at most.
+# really fits, trying the fastest few at most (each try builds a schedule, kept by its key).
 _BUDGET_SLACK = 1.04
-_FIT_TRIES = 3
+_FIT_TRIES = 8
 
 
 class ProposalKey(NamedTuple):
@@ -244,10 +244,9 @@ class PointScheduler:
         proposal_region_bytes: int | None = None,
     ) -> tuple[CascadeResult, ProposalKey]:
         """The proposals with the one chosen for the pool, and the key of its schedule: the
-        fastest within its budget if its schedule really fits, else the fastest one a little
-        past the pool if that one does, else the fastest of those whose budgets, short by as
-        much as the last one tried, would fit; a few tries at most; one that fits only by
-        its fallback gives way to a whole schedule Vela's model makes faster (`_refitted`).
+        fastest whose schedule really fits among those whose budgets come at most a little
+        past the pool (`_fitting`, a few tries at most); one that fits only by its fallback
+        gives way to a whole schedule Vela's model makes faster (`_refitted`).
         Where `_hedged`: when none fits, or a proposal with a plan laid upward was tried and
         did not fit (a turned chain can pack worse beside the chain before it than its
         budget says), the same among the proposals of a run that turns none, the faster of
@@ -337,34 +336,19 @@ class PointScheduler:
 
 def _fitting(props: list, pool: int, need: Callable[[int], int]) -> tuple[int | None, list[int]]:
     """The index of the proposal of `props` `PointScheduler.chosen` takes for a pool, None
-    if none of its tries fits; and the ones it tried that did not fit."""
-    among = range(len(props))
-    # A budget equal to the pool fits it: a front point rebuilds at a pool of its own SRAM.
-    under = [i for i in among if props[i].memory_usage <= pool]
-    index = min(under, key=lambda i: (props[i].cycles, i)) if under else 0
-    above = [
-        i
-        for i in among
-        if props[i].cycles < props[index].cycles and props[i].memory_usage <= pool * _BUDGET_SLACK
-    ]
-    # The cascader's choice, the fastest a little past the pool, then ever smaller ones.
-    later = [min(above, key=lambda i: (props[i].cycles, i))] if above else []
+    if none of its tries fits; and the ones it tried that did not fit. It tries the proposals
+    whose budgets come at most a little past the pool, fastest first: a proposal's schedule
+    can need more or less than its budget, by amounts that differ from one proposal to the
+    next, so what one miss says about the others is no guide and the next fastest is tried."""
     limit = pool * _BUDGET_SLACK
+    among = [i for i in range(len(props)) if props[i].memory_usage <= limit]
+    if not among:  # none near the pool: the smallest, for an infeasible point's score
+        among = [min(range(len(props)), key=lambda i: (props[i].memory_usage, i))]
     tried: list[int] = []
-    while len(tried) < _FIT_TRIES:
-        found = need(index)
-        if found <= pool:
+    for index in sorted(among, key=lambda i: (props[i].cycles, i))[:_FIT_TRIES]:
+        if need(index) <= pool:
             return index, tried
         tried.append(index)
-        if later:
-            index = later.pop()
-            continue
-        # The fastest whose budget, were it short by as much as this one's, would fit.
-        limit = min(limit, props[index].memory_usage * pool / found)
-        near = [i for i in among if i not in tried and props[i].memory_usage <= limit]
-        if not near:
-            break
-        index = min(near, key=lambda i: (props[i].cycles, i))
     return None, tried
 
 
