@@ -37,6 +37,9 @@ __all__ = ["Point", "PointScheduler", "ProposalKey", "proposal_options"]
 # really fits, trying the fastest few at most (each try builds a schedule, kept by its key).
 _BUDGET_SLACK = 1.04
 _FIT_TRIES = 8
+# A pool none of whose tries fits reports the least SRAM among those tries and the smallest
+# budgets, this many of them (an infeasible point's score only says how far off it is).
+_LEAST_TRIES = 3
 
 
 class ProposalKey(NamedTuple):
@@ -283,7 +286,7 @@ class PointScheduler:
             smallest = sorted(range(len(props)), key=lambda i: (props[i].memory_usage, i))
             tried += [
                 (generated, ProposalKey(base, i))
-                for i in dict.fromkeys([*missed, *smallest[:_FIT_TRIES]])
+                for i in dict.fromkeys([*missed, *smallest[:_LEAST_TRIES]])
             ]
         if best is not None:
             return best

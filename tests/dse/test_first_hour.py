@@ -43,10 +43,8 @@ def _states(url: str, name: str) -> dict[str, int]:
     return states
 
 
-@pytest.mark.skipif(SHARED is None, reason="../shared/models missing")
 def test_ctrl_c_is_one_line_and_a_rerun_finishes_the_trials_asked(tmp_path: Path) -> None:
-    model = SHARED / "models" / "mobilenet_v2_100_224.tflite"
-    argv = [sys.executable, "-m", "dse", "sweep", "--model", str(model), "--trials", "40",
+    argv = [sys.executable, "-m", "dse", "sweep", "--model", str(EXAMPLE), "--trials", "24",
             "--study", "s", "--out", str(tmp_path), "--json",
             "--producers", "cascader"]  # fmt: skip
     # The sweep takes Ctrl-C as a terminal gives it, even when this run ignores SIGINT (as a
@@ -56,7 +54,7 @@ def test_ctrl_c_is_one_line_and_a_rerun_finishes_the_trials_asked(tmp_path: Path
                             preexec_fn=restore)  # fmt: skip
     url = f"sqlite:///{tmp_path / 'study.db'}"
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and _completed(tmp_path / "study.db") < 12:
+    while time.monotonic() < deadline and _completed(tmp_path / "study.db") < 6:
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
@@ -66,7 +64,7 @@ def test_ctrl_c_is_one_line_and_a_rerun_finishes_the_trials_asked(tmp_path: Path
     assert states.get("WAITING", 0) > 0 and states.get("RUNNING", 0) == 0
     assert main(argv[3:]) == 0  # the same command again
     done = optuna.load_study(study_name="s", storage=url).get_trials(states=(TrialState.COMPLETE,))
-    assert len(done) == 40
+    assert len(done) == 24
 
 
 def test_report_and_export_default_to_the_sweep_folder_and_its_only_study(
