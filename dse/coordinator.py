@@ -117,11 +117,8 @@ def _run(runs: list[StudyRun], pool: ScoringPool, on_done: OnDone | None, pick: 
                 if asked is None:
                     break
                 run, trial, point = asked
-                try:  # this process may score it here, at once
-                    future = pool.submit(run.settings, point, affinity(point, len(runs)))
-                except BaseException:
-                    _give_back(run, trial)
-                    raise
+                # This process may score it here, at once.
+                future = pool.submit(run.settings, point, affinity(point, len(runs)))
                 flying[future] = (run, trial, point)
             if not flying:
                 if not _others_running(runs):
@@ -137,18 +134,26 @@ def _run(runs: list[StudyRun], pool: ScoringPool, on_done: OnDone | None, pick: 
                 pool.taken(future)
                 _tell(run, trial, point, future, on_done)
     except BaseException:
-        for run, trial, _point in flying.values():
-            _give_back(run, trial)
+        for run in runs:
+            _give_back(run)
         raise
 
 
-def _give_back(run: StudyRun, trial: optuna.Trial) -> None:
-    """Interrupted (Ctrl-C) or failed while `trial` was scored: it is failed and issued
-    again with its point, so a rerun still runs every trial that was asked for."""
+def _give_back(run: StudyRun) -> None:
+    """Interrupted (Ctrl-C) or failed: every trial of the study this process claimed and did
+    not finish (being scored, or caught between its claim and its result: inside `ask`'s
+    sampler or `tell`) is failed and issued again with its point, so a rerun still runs
+    every trial that was asked for and none is left running."""
+    storage = ticket_storage(run.study)
+    running: list[FrozenTrial] = []
     with contextlib.suppress(Exception):
-        params = trial.params
-        run.study.tell(trial, state=TrialState.FAIL)
-        run.study.enqueue_trial(params)
+        running = run.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    for trial in running:
+        if storage.claimed(trial._trial_id):
+            with contextlib.suppress(Exception):
+                params = {**trial.system_attrs.get("fixed_params", {}), **trial.params}
+                run.study.tell(trial.number, state=TrialState.FAIL)
+                run.study.enqueue_trial(params)
 
 
 def _ask(runs: list[StudyRun], pick: Pick) -> tuple[StudyRun, optuna.Trial, DesignPoint] | None:
@@ -165,12 +170,7 @@ def _ask(runs: list[StudyRun], pick: Pick) -> tuple[StudyRun, optuna.Trial, Desi
         except NoTicketLeft:
             run.out_of_tickets = True
             continue
-        try:
-            point = run.recorder.start(trial)
-        except BaseException:
-            _give_back(run, trial)
-            raise
-        return run, trial, point
+        return run, trial, run.recorder.start(trial)
 
 
 def _tell(
@@ -183,8 +183,7 @@ def _tell(
         values = run.recorder.finish(trial, point, scored.estimate, scored.seconds)
     except UpdateFinishedTrialError:
         return
-    except KeyboardInterrupt:  # its point was scored, not recorded: a rerun runs it again
-        _give_back(run, trial)
+    except KeyboardInterrupt:  # scored, not recorded: `_run` gives it back for a rerun
         raise
     except BaseException:
         run.study.tell(trial, state=TrialState.FAIL)

@@ -215,6 +215,12 @@ class TicketStorage(RDBStorage):
         held[1].append(write)
         return True
 
+    def claimed(self, trial_id: int) -> bool:
+        """Whether this process claimed the trial: of the running ones, those it must finish
+        or give back."""
+        with self._lock:
+            return trial_id in self._claimed
+
     def _create_new_trial(
         self, study_id: int, template_trial: FrozenTrial | None = None
     ) -> FrozenTrial:

@@ -172,3 +172,30 @@ def test_ctrl_c_while_a_scored_trial_is_recorded_leaves_it_to_a_rerun(tmp_path: 
     waiting = [t for t in trials if t.state == optuna.trial.TrialState.WAITING]
     assert len(failed) == 1 and len(waiting) == 3  # two never asked, and the failed one again
     assert any(t.system_attrs.get("fixed_params") == failed[0].params for t in waiting)
+
+
+class _InterruptedSampler(optuna.samplers.RandomSampler):
+    """A sampler that meets Ctrl-C while it prepares the second trial: its ticket is claimed
+    (running) but it has no point yet, as when front refinement looks for a step."""
+
+    def before_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if trial.number == 1:
+            raise KeyboardInterrupt
+        super().before_trial(study, trial)
+
+
+def test_ctrl_c_between_a_claim_and_its_point_leaves_no_trial_running(tmp_path: Path) -> None:
+    """The ticket claimed when Ctrl-C comes inside `ask` is given back like a scored one:
+    a rerun runs it, and no trial is left running for a heartbeat to find stale."""
+    study, settings, space = _issued_study(tmp_path, 3)
+
+    def evaluate(point: DesignPoint) -> Estimate:
+        pool = point.sram_pool_bytes
+        return Estimate(pool, point.config().options, True, pool, 10**9 // pool)
+
+    run = study_run(study, settings, space, _InterruptedSampler(seed=0), True)
+    pool = ScoringPool(1, evaluate, lambda _settings: evaluate)
+    with pool, pytest.raises(KeyboardInterrupt):
+        run_studies([run], pool)
+    states = [t.state for t in study.get_trials(deepcopy=False)]
+    assert sorted(s.name for s in states) == ["COMPLETE", "FAIL", "WAITING", "WAITING"]
