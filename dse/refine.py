@@ -259,6 +259,8 @@ def gap_probes(
     for ((sa, ca), _, low), ((sb, cb), _, high) in itertools.pairwise(ends):
         units = round(math.exp((sa + sb) / 2) / SRAM_ALIGN) - 1
         below = (high.user_attrs["metrics"]["sram_used_bytes"] - 1) // SRAM_ALIGN
+        low_sram = low.user_attrs["metrics"]["sram_used_bytes"]
+        reach = min(below, int(low_sram * PROBE_GAP) // SRAM_ALIGN)
         wide_gap = sb - sa > wide
         if not (wide_gap or ca - cb > wide) or not low_units <= units <= below <= high_units:
             continue
@@ -274,15 +276,15 @@ def gap_probes(
             lowers = [
                 o
                 for (s, _), _, o in reversed(near)
-                if s <= sa and o.params[POOL] < units and _staircase(o.params)
+                if s <= sa and o.params[POOL] < reach and _staircase(o.params)
             ]
-            origins: dict[tuple, FrozenTrial] = {}
-            for side in (uppers, lowers):
+            origins: dict[tuple, tuple[FrozenTrial, int]] = {}
+            for side, pool in ((uppers, units), (lowers, reach)):
                 for origin in _nearest_sets(side):
-                    origins.setdefault(_options_key(origin.params), origin)
+                    origins.setdefault(_options_key(origin.params), (origin, pool))
             area = (sb - sa) * (ca - cb)
             tries = [
-                (origin, {**origin.params, POOL: units}) for origin in origins.values()
+                (origin, {**origin.params, POOL: pool}) for origin, pool in origins.values()
             ] + tries
         probes += [(area, origin, p) for origin, p in tries if _options_key(p) not in inside]
     return probes
