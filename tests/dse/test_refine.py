@@ -144,9 +144,9 @@ def test_steps_start_from_each_schedule_once() -> None:
 
 def test_a_wide_gap_is_probed_at_its_middle_and_below_its_top_end() -> None:
     """Each of the nearest PROBE_SETS option sets near the front above a gap wider than
-    PROBE_GAP, then below it, at the gap's geometric middle, then the lower end's options with
-    each option the upper end's differ in, just below the upper end; none that ran inside
-    the gap."""
+    PROBE_GAP at the gap's geometric middle (then those below it, PROBE_GAP above its lower
+    end), then the lower end's options with each option the upper end's differ in, just
+    below the upper end; none that ran inside the gap."""
     plans = (2, 4, 6, 10)
     trials = [_trial(10_000, cycles=9_000, cascader=False), _trial(11_000, cycles=8_900)]
     trials += [_trial(40_000 + 1_000 * i, cycles=1_000 - i, plan=p) for i, p in enumerate(plans)]
@@ -172,18 +172,19 @@ def test_a_wide_gap_is_probed_at_its_middle_and_below_its_top_end() -> None:
 
 def test_a_wide_gap_is_probed_with_the_options_of_the_points_below_it() -> None:
     """A staircase below the gap whose next step is far up leaves the gap to another option
-    set lower down, whose own steps up are off the front: its options are probed at the
-    gap's middle, unless it ran at a pool past the middle (nothing faster fits there)."""
+    set lower down, whose own steps up are off the front: its options are probed PROBE_GAP
+    above the gap's lower end (the largest pool whose point keeps the gap's lower part within
+    PROBE_GAP), unless it ran at a pool past there (nothing faster fits there)."""
     low = _trial(11_000, cycles=8_900, plan=2)
     off_front = _trial(9_000, cycles=9_100, plan=4)
     high = _trial(40_000, cycles=1_000, plan=10)
     front = pareto_front(optuna.create_study(directions=["minimize"] * 2), [low, off_front, high])
-    middle = round(math.sqrt((11_000 + 16) * (40_000 + 16)) / 16) - 1
+    reach = int(11_000 * PROBE_GAP) // 16
     probes = gap_probes(front, [low, off_front, high], 16, 65536)
-    assert {"sram_units": middle, "enable_cascader": True, "max_plan_size": 4} in [
+    assert {"sram_units": reach, "enable_cascader": True, "max_plan_size": 4} in [
         p[2] for p in probes
     ]
-    big_pool = _trial(9_000, cycles=9_100, plan=4, pool=30_000)
+    big_pool = _trial(9_000, cycles=9_100, plan=4, pool=reach * 16)
     probes = gap_probes(front, [low, big_pool, high], 16, 65536)
     assert all(p[2]["max_plan_size"] != 4 for p in probes)
 
