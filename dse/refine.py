@@ -258,7 +258,10 @@ def gap_probes(
     (a step down from the top finds its options' next proposal, the foot's steps up land
     past it). On U-Net 128, U55 Shared_Sram, a sweep's front fell from 545,584 B (14.64 M
     cycles; both axes striped, factors 2) to 558,896 B (8.79 M; one axis, factors 5, plans
-    of 14 parts); the foot's options on one axis schedule 548,864 B at 9.66 M."""
+    of 14 parts); the foot's options on one axis schedule 548,864 B at 9.66 M. So does a
+    cliff spread over several narrower steps (slow schedules creeping up to a fast one),
+    crossed from its foot: the lowest front point less than PROBE_GAP below the fast one and
+    slower than it by more than PROBE_GAP."""
     near = sorted((_cost(t), t.number, t) for t in near_front(trials))
     probes = []
     ends = sorted((_cost(t), t.number, t) for t in front)
@@ -271,11 +274,7 @@ def gap_probes(
         wide_gap = sb - sa > wide
         if not (wide_gap or ca - cb > wide) or not low_units <= units <= below <= high_units:
             continue
-        inside = {
-            _options_key(t.params)
-            for t in trials
-            if sa < math.log((t.params[POOL] + 1) * SRAM_ALIGN) < sb
-        }
+        inside = _ran_inside(trials, sa, sb)
         tries = [(low, {**mix, POOL: below}) for mix in crossings(low, high)]
         area = wide * (ca - cb)  # a cliff
         if wide_gap:
@@ -294,7 +293,29 @@ def gap_probes(
                 (origin, {**origin.params, POOL: pool}) for origin, pool in origins.values()
             ] + tries
         probes += [(area, origin, p) for origin, p in tries if _options_key(p) not in inside]
+    for j, ((sb, cb), _, high) in enumerate(ends):
+        below = (high.user_attrs["metrics"]["sram_used_bytes"] - 1) // SRAM_ALIGN
+        foot = next(
+            (i for i in range(j - 1) if sb - ends[i][0][0] <= wide and ends[i][0][1] - cb > wide),
+            None,
+        )
+        if foot is None or not low_units <= below <= high_units:
+            continue
+        (sa, ca), _, low = ends[foot]
+        inside = _ran_inside(trials, sa, sb)
+        tries = [{**mix, POOL: below} for mix in crossings(low, high)]
+        probes += [(wide * (ca - cb), low, p) for p in tries if _options_key(p) not in inside]
     return probes
+
+
+def _ran_inside(trials: list[FrozenTrial], sa: float, sb: float) -> set[tuple]:
+    """The option sets of `trials` run at a pool strictly between two SRAMs (`_cost`'s log
+    scale): each has shown its schedule there."""
+    return {
+        _options_key(t.params)
+        for t in trials
+        if sa < math.log((t.params[POOL] + 1) * SRAM_ALIGN) < sb
+    }
 
 
 def producer(params: dict[str, Any]) -> str:

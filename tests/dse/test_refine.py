@@ -204,6 +204,39 @@ def test_a_cliff_is_probed_with_the_crossings_of_its_ends() -> None:
     assert gap_probes(front, [low, flat], 16, 65536) == []
 
 
+def _copying(trial: optuna.trial.FrozenTrial, size: int) -> optuna.trial.FrozenTrial:
+    """`trial` with an `always_copy_size` option too (a second option a crossing can take)."""
+    return optuna.trial.create_trial(
+        values=trial.values,
+        params={**trial.params, "always_copy_size": size},
+        distributions={
+            **trial.distributions,
+            "always_copy_size": CategoricalDistribution([0, 1024]),
+        },
+        user_attrs=trial.user_attrs,
+    )
+
+
+def test_a_cliff_spread_over_several_steps_is_crossed_from_its_foot() -> None:
+    """Slow points creeping up to a fast one within PROBE_GAP of SRAM: besides the adjacent
+    cliff's crossings, the lowest of them (the foot) is crossed with the fast one, just below
+    it, ranked by the foot's cycles."""
+    foot = _copying(_trial(10_000, cycles=3_000, plan=2), 0)
+    creep = _copying(_trial(10_200, cycles=2_900, plan=10), 0)
+    top = _copying(_trial(10_400, cycles=1_000, plan=10), 1024)
+    front = pareto_front(optuna.create_study(directions=["minimize"] * 2), [foot, creep, top])
+    probes = gap_probes(front, [foot, creep, top], 16, 65536)
+    below = (10_400 - 1) // 16
+    from_foot = [(area, p) for area, origin, p in probes if origin is foot]
+    # The foot's options with the top's plan size are the creeping point's, run inside.
+    assert [p for _, p in from_foot] == [
+        {**foot.params, "always_copy_size": 1024, "sram_units": below}
+    ]
+    area = math.log(PROBE_GAP) * (math.log(3_001) - math.log(1_001))
+    assert math.isclose(from_foot[0][0], area)
+    assert [origin for _, origin, _ in probes] == [creep, foot]
+
+
 def test_points_with_the_cascader_off_differ_only_in_the_options_they_use() -> None:
     """A study asks for every option on every trial: two layer-by-layer points whose unused
     cascader options differ are one option set, probed once."""
