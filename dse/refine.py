@@ -14,10 +14,10 @@ options of the points just above it and PROBE_GAP above its lower end with those
 points just below it (each pool takes the proposal the cascader ranks fastest within it, by
 its own cost rather than Vela's, so an option set's schedule at a pool inside the gap can be
 one that a step down from the point above it skips, or that steps up from a point below it,
-off the front, never reach), and just below
-its upper end with mixes of its two ends' options (`crossings`); a cliff (cycles dropping
-by more than PROBE_GAP over a narrower SRAM step) with those mixes alone. A gap's probes go
-before the steps into it, and steps start from each schedule once (`_schedules`).
+off the front, never reach), and just below its upper end with mixes of its two ends'
+options (`crossings`); a cliff (cycles dropping by more than PROBE_GAP over a narrower SRAM
+step, or over several) with those mixes alone. A gap's probes go before the steps into it,
+and steps start from each schedule once (`_schedules`).
 
 Vela's own compiler (`vela` points) has no staircase of proposals: its (SRAM used, cycles)
 jumps about with its arena size limit, so an arena between two tried ones can give a
