@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -530,6 +531,13 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # SQLAlchemy logs the cleanup failures it recovers from (a cursor that will not close
+    # after Ctrl-C landed in a query) with their tracebacks; unconfigured, Python prints
+    # them on stderr before the command's one line. A failure that matters reaches the
+    # command as an exception and is said there.
+    sqlalchemy_log = logging.getLogger("sqlalchemy")
+    if not sqlalchemy_log.handlers:
+        sqlalchemy_log.addHandler(logging.NullHandler())
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:
