@@ -238,10 +238,12 @@ def gap_probes(
     front: list[FrozenTrial], trials: list[FrozenTrial], low_units: int, high_units: int
 ) -> list[tuple[float, FrozenTrial, dict[str, Any]]]:
     """For each gap of the `front` of the completed `trials` wider than PROBE_GAP: its area (as
-    `_gap`) and the option sets to try inside it, each beside the trial it came from, unless
-    a trial of that option set ran at a pool inside the gap: of the PROBE_SETS nearest
-    option sets near the front at or above its upper end, at the aligned pool at the gap's
-    geometric middle (in `_cost`'s log scale); then of the PROBE_SETS nearest cascaded ones
+    `_gap`, with its cycles taken to drop by PROBE_GAP at least: a budget inside it gets the
+    point below however close its ends' cycles are, and by its thin area it would come after
+    every narrower gap) and the option sets to try inside it, each beside the trial it came
+    from, unless a trial of that option set ran at a pool inside the gap: of the PROBE_SETS
+    nearest option sets near the front at or above its upper end, at the aligned pool at the
+    gap's geometric middle (in `_cost`'s log scale); then of the PROBE_SETS nearest cascaded ones
     at or below its lower end that ran at a pool under the probe's, at the largest pool
     PROBE_GAP above the lower end's SRAM (what they find there keeps the gap's lower part
     within PROBE_GAP, and it is as far up their staircases as that allows: at the middle
@@ -268,13 +270,12 @@ def gap_probes(
     wide = math.log(PROBE_GAP)
     for ((sa, ca), _, low), ((sb, cb), _, high) in itertools.pairwise(ends):
         units = round(math.exp((sa + sb) / 2) / SRAM_ALIGN) - 1
-        below = (high.user_attrs["metrics"]["sram_used_bytes"] - 1) // SRAM_ALIGN
+        below = _below(high)
         low_sram = low.user_attrs["metrics"]["sram_used_bytes"]
         reach = min(below, int(low_sram * PROBE_GAP) // SRAM_ALIGN)
         wide_gap = sb - sa > wide
         if not (wide_gap or ca - cb > wide) or not low_units <= units <= below <= high_units:
             continue
-        inside = _ran_inside(trials, sa, sb)
         tries = [(low, {**mix, POOL: below}) for mix in crossings(low, high)]
         area = wide * (ca - cb)  # a cliff
         if wide_gap:
@@ -288,34 +289,45 @@ def gap_probes(
             for side, pool in ((uppers, units), (lowers, reach)):
                 for origin in _nearest_sets(side):
                     origins.setdefault(_options_key(origin.params), (origin, pool))
-            area = (sb - sa) * (ca - cb)
+            area = (sb - sa) * max(ca - cb, wide)
             tries = [
                 (origin, {**origin.params, POOL: pool}) for origin, pool in origins.values()
             ] + tries
-        probes += [(area, origin, p) for origin, p in tries if _options_key(p) not in inside]
+        probes += _not_run_inside(trials, sa, sb, area, tries)
     for j, ((sb, cb), _, high) in enumerate(ends):
-        below = (high.user_attrs["metrics"]["sram_used_bytes"] - 1) // SRAM_ALIGN
         foot = next(
             (i for i in range(j - 1) if sb - ends[i][0][0] <= wide and ends[i][0][1] - cb > wide),
             None,
         )
-        if foot is None or not low_units <= below <= high_units:
+        if foot is None or not low_units <= _below(high) <= high_units:
             continue
         (sa, ca), _, low = ends[foot]
-        inside = _ran_inside(trials, sa, sb)
-        tries = [{**mix, POOL: below} for mix in crossings(low, high)]
-        probes += [(wide * (ca - cb), low, p) for p in tries if _options_key(p) not in inside]
+        tries = [(low, {**mix, POOL: _below(high)}) for mix in crossings(low, high)]
+        probes += _not_run_inside(trials, sa, sb, wide * (ca - cb), tries)
     return probes
 
 
-def _ran_inside(trials: list[FrozenTrial], sa: float, sb: float) -> set[tuple]:
-    """The option sets of `trials` run at a pool strictly between two SRAMs (`_cost`'s log
-    scale): each has shown its schedule there."""
-    return {
+def _below(trial: FrozenTrial) -> int:
+    """The largest pool, in units, under the SRAM `trial`'s schedule used."""
+    return (trial.user_attrs["metrics"]["sram_used_bytes"] - 1) // SRAM_ALIGN
+
+
+def _not_run_inside(
+    trials: list[FrozenTrial],
+    sa: float,
+    sb: float,
+    area: float,
+    tries: list[tuple[FrozenTrial, dict[str, Any]]],
+) -> list[tuple[float, FrozenTrial, dict[str, Any]]]:
+    """`tries` (origin, parameters) as probes of `area`, but those whose option set a trial ran
+    at a pool strictly between two SRAMs (`_cost`'s log scale): it has shown its schedule
+    there."""
+    inside = {
         _options_key(t.params)
         for t in trials
         if sa < math.log((t.params[POOL] + 1) * SRAM_ALIGN) < sb
     }
+    return [(area, origin, p) for origin, p in tries if _options_key(p) not in inside]
 
 
 def producer(params: dict[str, Any]) -> str:

@@ -130,6 +130,21 @@ def test_a_wide_gap_is_probed_before_it_is_stepped_into() -> None:
     assert (attr, origin, params[POOL]) == (PROBE_OF, 1, middle)
 
 
+def test_a_wide_gap_of_nearly_equal_cycles_is_probed_before_a_deeper_narrow_one() -> None:
+    """A gap wider than PROBE_GAP is ranked as if its cycles dropped by PROBE_GAP at least: a
+    budget inside it gets the point below however close the two ends' cycles are, so it is
+    probed before a step into a narrower gap of a larger area."""
+    study = optuna.create_study(directions=["minimize", "minimize"])
+    for used, cycles, plan in ((10_000, 4_500, 2), (11_000, 4_000, 4), (20_000, 3_990, 10)):
+        study.add_trial(_trial(used, cycles=cycles, plan=plan, pool=used))
+    attr, origin, params = next_step(study, study.ask(), low_units=16, high_units=65536)
+    middle = round(math.sqrt((11_000 + 16) * (20_000 + 16)) / 16) - 1
+    assert (attr, origin, params[POOL]) == (PROBE_OF, 2, middle)
+    done = study.trials[:3]
+    (area, *_), *_ = gap_probes(pareto_front(study, done), done, 16, 65536)
+    assert math.isclose(area, (math.log(20_016) - math.log(11_016)) * math.log(PROBE_GAP))
+
+
 def test_steps_start_from_each_schedule_once() -> None:
     """Trials of one option set that found the same schedule at different pools step as one:
     up from the largest pool, which showed nothing else fits up to there."""
