@@ -176,6 +176,10 @@ def _gap(front: list[tuple[float, float]], srams: list[float], sram: float, up: 
 # found its 1,024 B proposal, and the `vela` cost model's defaults give 87,344 B (29.73 M) at
 # the gap's middle, 100,944 B.
 PROBE_GAP = 1.25
+# A wide gap whose upper end is faster by less than this (in log cycles, 1%) is flat: it is
+# ranked by its own area, not as a gap whose cycles drop by PROBE_GAP (`gap_probes`). Flat
+# gaps between near-equal schedules far above the smallest ones take the probes otherwise.
+FLAT = -math.log(0.99)
 # A gap's middle is probed with the options of the nearest few distinct option sets near the
 # front on each side of the gap, each once: one that ran at a pool inside the gap has shown
 # its schedule there, and one below the gap that ran at a larger pool than the probe's has
@@ -238,21 +242,20 @@ def gap_probes(
     front: list[FrozenTrial], trials: list[FrozenTrial], low_units: int, high_units: int
 ) -> list[tuple[float, FrozenTrial, dict[str, Any]]]:
     """For each gap of the `front` of the completed `trials` wider than PROBE_GAP: its area (as
-    `_gap`, with its cycles taken to drop by PROBE_GAP at least: a budget inside it gets the
-    point below however close its ends' cycles are, and by its thin area it would come after
-    every narrower gap) and the option sets to try inside it, each beside the trial it came
-    from, unless a trial of that option set ran at a pool inside the gap: of the PROBE_SETS
-    nearest option sets near the front at or above its upper end, at the aligned pool at the
-    gap's geometric middle (in `_cost`'s log scale); then of the PROBE_SETS nearest cascaded ones
-    at or below its lower end that ran at a pool under the probe's, at the largest pool
-    PROBE_GAP above the lower end's SRAM (what they find there keeps the gap's lower part
-    within PROBE_GAP, and it is as far up their staircases as that allows: at the middle
-    they can stop just above the lower end and leave the rest of the gap as wide; on the
-    person detector, U65 Shared_Sram, a front stepped from 76,432 B to Vela's 105,984 B,
-    and the options below it, copying nothing, give 75,792 B at the middle and 91,808 B
-    there); then the `crossings` of its two ends, at the largest pool below the upper end's
-    SRAM. An option set run before costs only a schedule there; a crossing is new options,
-    a cascader run.
+    `_gap`, with its cycles taken to drop by PROBE_GAP at least unless it is FLAT: a budget inside
+    it gets the point below however close its ends' cycles are, and by its thin area it would come
+    after every narrower gap) and the option sets to try inside it, each beside the trial it came
+    from, unless a trial of that option set ran at a pool inside the gap: of the PROBE_SETS nearest
+    option sets near the front at or above its upper end, at the aligned pool at the gap's geometric
+    middle (in `_cost`'s log scale); then of the PROBE_SETS nearest cascaded ones at or below its
+    lower end that ran at a pool under the probe's, at the largest pool PROBE_GAP above the lower
+    end's SRAM (what they find there keeps the gap's lower part within PROBE_GAP, and it is as far
+    up their staircases as that allows: at the middle they can stop just above the lower end and
+    leave the rest of the gap as wide; on the person detector, U65 Shared_Sram, a front stepped from
+    76,432 B to Vela's 105,984 B, and the options below it, copying nothing, give 75,792 B at the
+    middle and 91,808 B there); then the `crossings` of its two ends, at the largest pool below the
+    upper end's SRAM. An option set run before costs only a schedule there; a crossing is new
+    options, a cascader run.
 
     A narrower step whose cycles drop by more than PROBE_GAP (a cliff) gets those crossings
     alone, ranked as a gap PROBE_GAP wide (by its thin area it would come after every step):
@@ -289,7 +292,7 @@ def gap_probes(
             for side, pool in ((uppers, units), (lowers, reach)):
                 for origin in _nearest_sets(side):
                     origins.setdefault(_options_key(origin.params), (origin, pool))
-            area = (sb - sa) * max(ca - cb, wide)
+            area = (sb - sa) * (max(ca - cb, wide) if ca - cb > FLAT else ca - cb)
             tries = [
                 (origin, {**origin.params, POOL: pool}) for origin, pool in origins.values()
             ] + tries
