@@ -83,6 +83,11 @@ def _params_key(params: dict[str, Any]) -> tuple:
 STEP_UP = 1 / 32
 
 
+def _below(trial: FrozenTrial) -> int:
+    """The largest pool, in units, under the SRAM `trial`'s schedule used."""
+    return (trial.user_attrs["metrics"]["sram_used_bytes"] - 1) // SRAM_ALIGN
+
+
 def steps(
     trial: FrozenTrial, low_units: int, high_units: int
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
@@ -98,13 +103,13 @@ def steps(
     metrics = trial.user_attrs["metrics"]
     used = metrics["sram_used_bytes"]
     if producer(trial.params) == "vela":
-        down = (used - 1) // SRAM_ALIGN
+        down = _below(trial)
         return ({**trial.params, POOL: down} if low_units <= down <= high_units else None), None
     if not trial.params.get("enable_cascader", True):
         return None, None
     # A point on its options' first proposal has no smaller schedule to step down to.
     first = metrics.get("cascader", {}).get("chosen_index") == 0
-    down = None if first else (used - 1) // SRAM_ALIGN
+    down = None if first else _below(trial)
     target = used * (1 + STEP_UP)
     pool = trial.params[POOL] * SRAM_ALIGN
     if STEP_OF in trial.system_attrs:
@@ -302,17 +307,13 @@ def gap_probes(
             (i for i in range(j - 1) if sb - ends[i][0][0] <= wide and ends[i][0][1] - cb > wide),
             None,
         )
-        if foot is None or not low_units <= _below(high) <= high_units:
+        below = _below(high)
+        if foot is None or not low_units <= below <= high_units:
             continue
         (sa, ca), _, low = ends[foot]
-        tries = [(low, {**mix, POOL: _below(high)}) for mix in crossings(low, high)]
+        tries = [(low, {**mix, POOL: below}) for mix in crossings(low, high)]
         probes += _not_run_inside(trials, sa, sb, wide * (ca - cb), tries)
     return probes
-
-
-def _below(trial: FrozenTrial) -> int:
-    """The largest pool, in units, under the SRAM `trial`'s schedule used."""
-    return (trial.user_attrs["metrics"]["sram_used_bytes"] - 1) // SRAM_ALIGN
 
 
 def _not_run_inside(
