@@ -143,10 +143,10 @@ def _padded(folder: Path) -> str:
 
 
 def _socket(folder: Path) -> str:
-    path = folder / "sock"
-    with socket.socket(socket.AF_UNIX) as server:
-        server.bind(str(path))
-    return str(path)
+    """Bound by a relative name: a socket address holds 107 bytes, pytest's paths may not fit."""
+    with contextlib.chdir(folder), socket.socket(socket.AF_UNIX) as server:
+        server.bind("sock")
+    return str(folder / "sock")
 
 
 def _loop(folder: Path) -> str:
