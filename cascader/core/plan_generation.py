@@ -310,24 +310,28 @@ def _laid_savings(
     (`core.overlay`), where the open plan does not lay it over another (`done`) nor may
     write it in place of an input, and the offset it is laid at; a single plan alone
     counted its own saving already."""
-    saved = np.zeros(len(single), dtype=np.int64)
     at = np.full(len(single), -1, dtype=np.int64)
+    output_bytes = np.zeros(len(single), dtype=np.int64)
     held = laid.bytes[single]
     merged = np.flatnonzero((held > 0) & (join > 0) & ~done)
+    layable = {
+        output: whole_memory(output, cascade) and not _written_in_place(output)
+        for output in {outputs[j] for j in np.unique(join[merged]).tolist()} - {None}
+    }
     offsets: dict[tuple[TensorConfig, int], int] = {}
-    for i in merged.tolist():
-        output = outputs[join[i]]
-        if output is None or not whole_memory(output, cascade) or _written_in_place(output):
+    for i, j, stripe in zip(merged.tolist(), join[merged].tolist(),
+                            laid.stripe[single[merged]].tolist(), strict=True):  # fmt: skip
+        output = outputs[j]
+        if output is None or not layable[output]:
             continue
-        stripe = int(laid.stripe[single[i]])
         offset = offsets.get((output, stripe))
         if offset is None:
             offset = offsets[(output, stripe)] = overlay_offset(
                 output.stripe_configs[0], laid.stripes[stripe], output.tensor.size, int(held[i])
             )
-        saved[i] = overlay_saving(offset, output.tensor.size, int(held[i]))
         at[i] = offset
-    return saved, at
+        output_bytes[i] = output.tensor.size
+    return overlay_saving(at, output_bytes, held).astype(np.int64), at
 
 
 def _written_in_place(output: TensorConfig) -> bool:

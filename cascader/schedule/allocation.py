@@ -89,16 +89,18 @@ def overlays(
     apart: set[int] = set()  # buffers a DMA touches, or written whole before their stripes
     used: dict[int, int] = {}  # buffer -> the last step naming it as an input
     plan_parts: dict[int, set[int]] = {}
+    whole_tensor = [buf.kind == "tensor" for buf in buffers]  # only these are laid or laid over
     for index, step in enumerate(steps):
         if isinstance(step, Copy):
             apart.update((step.source, step.dest))
             continue
         for box, buf, _ in step.ifms:
             used[buf] = index
-            if not box.empty:  # a stripe of padding alone reads nothing
+            if whole_tensor[buf] and not box.empty:  # a stripe of padding alone reads nothing
                 reads.setdefault(buf, []).append((index, *_row_bytes(buffers[buf], box)))
         out = step.ofm_buffer
-        writes.setdefault(out, []).append((index, *_row_bytes(buffers[out], step.ofm)))
+        if whole_tensor[out]:
+            writes.setdefault(out, []).append((index, *_row_bytes(buffers[out], step.ofm)))
         if not parts[step.part].rows_outermost:
             apart.add(out)  # a pad's fill
         plan_parts.setdefault(step.plan, set()).add(step.part)
