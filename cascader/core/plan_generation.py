@@ -314,12 +314,13 @@ def _laid_savings(
     output_bytes = np.zeros(len(single), dtype=np.int64)
     held = laid.bytes[single]
     merged = np.flatnonzero((held > 0) & (join > 0) & ~done)
+    merged_joins = join[merged].tolist()
     layable = {
         output: whole_memory(output, cascade) and not _written_in_place(output)
-        for output in {outputs[j] for j in np.unique(join[merged]).tolist()} - {None}
+        for output in {outputs[j] for j in merged_joins} - {None}
     }
     offsets: dict[tuple[TensorConfig, int], int] = {}
-    for i, j, stripe in zip(merged.tolist(), join[merged].tolist(),
+    for i, j, stripe in zip(merged.tolist(), merged_joins,
                             laid.stripe[single[merged]].tolist(), strict=True):  # fmt: skip
         output = outputs[j]
         if output is None or not layable[output]:
@@ -331,7 +332,7 @@ def _laid_savings(
             )
         at[i] = offset
         output_bytes[i] = output.tensor.size
-    return overlay_saving(at, output_bytes, held).astype(np.int64), at
+    return overlay_saving(at, output_bytes, held), at
 
 
 def _written_in_place(output: TensorConfig) -> bool:
